@@ -1,0 +1,3 @@
+"""Bob: a bash-first coding agent served over the Agent Client Protocol."""
+
+__version__ = "0.11.0"

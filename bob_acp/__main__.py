@@ -1,0 +1,3 @@
+from bob_acp.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""ACP vocabulary and the agent-side server. Knows nothing of models or tools' internals."""

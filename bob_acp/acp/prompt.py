@@ -1,0 +1,61 @@
+"""Turning a session/prompt's content blocks into the one text the engine receives."""
+
+from __future__ import annotations
+
+import os
+import re
+
+# `@path` starts at a word boundary (so `bob@example.com` is no mention) and runs to the next
+# white space; `@"path with spaces"` quotes a path.
+_MENTION = re.compile(r'(?<![\w@])@(?:"([^"\n]+)"|(\S+))')
+_TRAILING = ".,;:!?)]}'\""
+
+
+def flatten(blocks: list) -> str:
+    """Text blocks concatenated; a resource_link becomes an attached-file line; others ignored."""
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "resource_link" and isinstance(block.get("uri"), str):
+            uri = block["uri"]
+            path = uri[len("file://"):] if uri.startswith("file://") else uri
+            parts.append(f"\n[attached file: {path}]")
+    return "".join(parts)
+
+
+def attachments(text: str, cwd: str) -> list[tuple[str, str, str]]:
+    """(as written, absolute path, "file" | "directory") for each distinct `@path` that exists."""
+    found: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for match in _MENTION.finditer(text):
+        written = match.group(1) or match.group(2)
+        resolved = _resolve(written, cwd)
+        if resolved is None and match.group(2):
+            trimmed = written.rstrip(_TRAILING)
+            if trimmed and trimmed != written:
+                written, resolved = trimmed, _resolve(trimmed, cwd)
+        if resolved is None or resolved[0] in seen:
+            continue
+        seen.add(resolved[0])
+        found.append((written, resolved[0], resolved[1]))
+    return found
+
+
+def _resolve(written: str, cwd: str) -> tuple[str, str] | None:
+    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(written)))
+    try:
+        if os.path.isdir(path):
+            return path, "directory"
+        if os.path.exists(path):
+            return path, "file"
+    except (OSError, ValueError):  # a NUL byte or an over-long name is simply no path
+        return None
+    return None
+
+
+def with_attachments(text: str, found: list[tuple[str, str, str]]) -> str:
+    return text + "".join(f"\n[attached {kind}: {path}]" for _, path, kind in found)

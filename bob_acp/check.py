@@ -1,0 +1,55 @@
+"""`bob-acp --check`: the effective config, the skills found, and whether the model answers."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+CHECK_TIMEOUT = 60.0
+
+
+def run_check(cfg: Any, out: Any = None) -> int:
+    """Print the report (to stdout: --check is not an ACP session). 0 when the model answers."""
+    import yaml
+
+    from bob_acp import providers, skills
+    from bob_acp.exceptions import Cancelled, ModelError
+
+    out = out or sys.stdout
+    env = dict(os.environ)
+    out.write(f"config file: {cfg.source or 'none (built-in defaults)'}\n")
+    out.write(yaml.safe_dump(cfg.as_dict(), sort_keys=False, allow_unicode=True))
+    catalog = skills.discover(os.getcwd(), cfg)
+    out.write(f"skills ({len(catalog.skills)}):\n")
+    for skill in catalog.skills.values():
+        out.write(f"  {skill.name}: {skill.description}  [{skill.folder}]\n")
+    for warning in catalog.warnings:
+        out.write(f"  warning: {warning}\n")
+    key_env = providers.api_key_env(cfg)
+    if key_env:
+        out.write(f"API key: ${key_env} is {'set' if env.get(key_env) else 'not set'}\n")
+    provider = providers.make_provider(cfg, env)
+    if provider is None:
+        out.write("model: not configured\n" + providers.no_model_message(cfg, env) + "\n")
+        return 1
+    cancel = threading.Event()
+    timer = threading.Timer(CHECK_TIMEOUT, cancel.set)
+    timer.daemon = True
+    timer.start()
+    started = time.monotonic()
+    messages = [{"role": "system", "content": "You are a health check."},
+                {"role": "user", "content": "Reply with the single word: ok"}]
+    try:
+        reply = provider.generate(messages, [], lambda _chunk: None, cancel)
+    except (ModelError, Cancelled) as exc:
+        reason = str(exc) or f"no answer within {CHECK_TIMEOUT:g} s"
+        out.write(f"model: {cfg.model.provider}/{cfg.model.name} does not answer: {reason}\n")
+        return 1
+    finally:
+        timer.cancel()
+    text = " ".join(reply.text.split())[:80]
+    out.write(f"model: {cfg.model.provider}/{cfg.model.name} answers in {time.monotonic() - started:.1f}s: {text!r}\n")
+    return 0

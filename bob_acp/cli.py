@@ -1,0 +1,100 @@
+"""Command line: arguments → config → logging → serve ACP on stdio → exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from typing import Any
+
+from bob_acp import __version__
+
+EXIT_CONFIG = 2
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bob-acp",
+        description="Bob, a bash-first coding agent, served over the Agent Client Protocol on stdio.",
+    )
+    parser.add_argument("--acp", action="store_true", help="serve ACP on stdio (the default; accepted for editors that pass it)")
+    parser.add_argument("--config", metavar="PATH", help="configuration file (default: $BOB_CONFIG, else ~/.config/bob/config.yaml)")
+    parser.add_argument("--check", action="store_true", help="print the effective config, the skills found and whether the model answers, then exit")
+    parser.add_argument("--version", action="version", version=f"bob-acp {__version__}")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    from bob_acp import config as config_module
+    from bob_acp.exceptions import ConfigError
+
+    try:
+        cfg = config_module.load(args.config)
+    except ConfigError as exc:
+        sys.stderr.write(f"bob-acp: {exc}\n")
+        return EXIT_CONFIG
+    if args.check:
+        from bob_acp.check import run_check
+
+        return run_check(cfg)
+    return serve(cfg)
+
+
+def _guard_stdio() -> tuple[int, Any]:
+    """Take the protocol stream off fd 1 and point fd 1 and sys.stdout at stderr, so a stray
+    print, a library warning or a child can never write into the protocol. Children also get
+    /dev/null, not the client's stream, as fd 0."""
+    proto_out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    proto_in = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
+
+
+def serve(cfg: Any) -> int:
+    from bob_acp import log as logging_setup
+    from bob_acp import providers, skills, tools
+    from bob_acp.acp.server import AgentServer
+    from bob_acp.jsonrpc.endpoint import Endpoint
+    from bob_acp.jsonrpc.streams import Writer
+
+    out_fd, in_stream = _guard_stdio()
+    logging_setup.setup(cfg.log.level, cfg.log.format, cfg.log.file)
+    log = logging_setup.get("bob")
+    env = dict(os.environ)
+    logging_setup.add_secret(providers.api_key(cfg, env))
+    provider = providers.make_provider(cfg, env)
+    _banner(log, cfg, provider, skills.discover(os.getcwd(), cfg))
+
+    writer = Writer(out_fd)
+    server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env))
+    endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
+                        on_close=server.on_close, urgent=frozenset({"session/cancel"}))
+    server.endpoint = endpoint
+
+    def stop(signum: int, _frame: Any) -> None:
+        log.info(f"[acp] {signal.Signals(signum).name}: shutting down")
+        endpoint.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    endpoint.serve(in_stream)
+    tools.kill_all()
+    if not writer.close(timeout=0.3):
+        log.warning("[acp] output not fully written: the client stopped reading")
+    log.info("[acp] input closed: bye")
+    return 0
+
+
+def _banner(log: Any, cfg: Any, provider: Any, catalog: Any) -> None:
+    model = f"{cfg.model.provider}/{cfg.model.name}" if provider is not None else f"{cfg.model.provider} (not configured)"
+    names = ", ".join(catalog.skills) or "none"
+    source = cfg.source or "defaults"
+    log.info(f"bob {__version__} · model {model} · skills: {names} · config: {source}")
+    for warning in catalog.warnings:
+        log.warning(f"skills: {warning}")

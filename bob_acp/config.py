@@ -1,0 +1,232 @@
+"""Typed configuration: defaults, the YAML file, environment overrides, validation.
+
+Every key is declared once in SCHEMA with its type and default; the README's configuration
+reference mirrors it. An unknown key or a wrong type raises ConfigError naming the key and file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from bob_acp.exceptions import ConfigError
+
+
+@dataclass(frozen=True)
+class Key:
+    kind: str  # str | int | number | bool | list[str] | enum
+    default: Any
+    nullable: bool = False
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    path: bool = False  # a path relative to the config file's folder
+
+
+SCHEMA: dict[str, dict[str, Any]] = {
+    "model": {
+        "provider": Key("enum", "openai", choices=("openai", "anthropic", "script")),
+        "name": Key("str", "gpt-4.1-mini"),
+        "baseUrl": Key("str", None, nullable=True),
+        "apiKeyEnv": Key("str", None, nullable=True),
+        "script": Key("str", None, nullable=True, path=True),
+        "maxTokens": Key("int", None, nullable=True, minimum=1),
+        "temperature": Key("number", None, nullable=True, minimum=0, maximum=2),
+        "timeout": Key("number", 120, minimum=0.001),
+        "retries": Key("int", 4, minimum=0, maximum=20),
+    },
+    "context": {
+        "window": Key("int", 128000, minimum=256),
+        "threshold": Key("number", 0.8, minimum=0.01, maximum=1),
+        "keepLastTurns": Key("int", 2, minimum=0),
+    },
+    "sessions": {
+        "enabled": Key("bool", False),
+        "dir": Key("str", ".bob/sessions"),
+    },
+    "tools": {
+        "bash": {
+            "timeout": Key("number", 120, minimum=0.001),
+            "outputLimit": Key("int", 30000, minimum=256),
+        },
+        "maxReadBytes": Key("int", 262144, minimum=1),
+    },
+    "loop": {
+        "warnAt": Key("int", 3, minimum=2),
+        "stopAt": Key("int", 5, minimum=2),
+    },
+    "limits": {
+        "maxSessions": Key("int", 1024),
+        "sessionOverflow": Key("enum", "refuse", choices=("refuse", "evict_oldest")),
+        "maxModelCalls": Key("int", 50, minimum=1),
+    },
+    "skills": {
+        "dirs": Key("list[str]", [], path=True),
+    },
+    "log": {
+        "level": Key("enum", "info", choices=("debug", "info", "warning", "error")),
+        "format": Key("enum", "console", choices=("console", "json")),
+        "file": Key("str", None, nullable=True, path=True),
+    },
+}
+
+ENV_OVERRIDES = {
+    "BOB_PROVIDER": "model.provider",
+    "BOB_MODEL": "model.name",
+    "BOB_BASE_URL": "model.baseUrl",
+}
+
+
+class Section:
+    """Read-only attribute access to one level of the config (cfg.model.name)."""
+
+    def __init__(self, values: dict[str, Any]):
+        object.__setattr__(self, "_values", values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("config is read-only")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v.as_dict() if isinstance(v, Section) else v for k, v in self._values.items()}
+
+
+class Config(Section):
+    """The effective configuration; `source` is the file it came from, or None."""
+
+    def __init__(self, values: dict[str, Any], source: str | None):
+        super().__init__(values)
+        object.__setattr__(self, "source", source)
+
+    def get(self, dotted: str) -> Any:
+        node: Any = self
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        return node
+
+
+def default_path(env: dict[str, str]) -> str:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "bob", "config.yaml")
+
+
+def find_path(explicit: str | None, env: dict[str, str]) -> tuple[str, bool]:
+    """The config file to read and whether it must exist (it must when named)."""
+    if explicit:
+        return explicit, True
+    if env.get("BOB_CONFIG"):
+        return env["BOB_CONFIG"], True
+    return default_path(env), False
+
+
+def load(explicit: str | None = None, env: dict[str, str] | None = None) -> Config:
+    env = dict(os.environ) if env is None else env
+    path, required = find_path(explicit, env)
+    raw: Any = {}
+    source = None
+    if os.path.exists(path) or required:
+        source = os.path.abspath(os.path.expanduser(path))
+        raw = _read_yaml(source)
+    base_dir = os.path.dirname(source) if source else os.getcwd()
+    values = _build(SCHEMA, raw, "", source or "<defaults>", base_dir)
+    for var, dotted in ENV_OVERRIDES.items():
+        if env.get(var):
+            section, name = dotted.split(".")
+            values[section][name] = _check(SCHEMA[section][name], env[var], dotted, f"${var}", base_dir)
+    if values["loop"]["stopAt"] <= values["loop"]["warnAt"]:
+        raise ConfigError(f"config key 'loop.stopAt' in {source or '<defaults>'}: must be greater than loop.warnAt")
+    return Config(_sections(values), source)
+
+
+def _sections(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: Section(_sections(v)) if isinstance(v, dict) else v for k, v in values.items()}
+
+
+def _read_yaml(path: str) -> Any:
+    import yaml  # lazy: only start-ups with a config file pay for it
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path}: not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"config file {path}: invalid YAML{line}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of keys")
+    return data
+
+
+def _build(schema: dict, raw: Any, prefix: str, source: str, base_dir: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config key '{prefix.rstrip('.')}' in {source}: must be a mapping")
+    for name in raw:
+        if name not in schema:
+            raise ConfigError(f"config key '{prefix}{name}' in {source}: unknown key")
+    out: dict[str, Any] = {}
+    for name, spec in schema.items():
+        dotted = prefix + name
+        if isinstance(spec, dict):
+            out[name] = _build(spec, raw.get(name) or {}, dotted + ".", source, base_dir)
+        elif name in raw:
+            out[name] = _check(spec, raw[name], dotted, source, base_dir)
+        else:
+            out[name] = list(spec.default) if isinstance(spec.default, list) else spec.default
+    return out
+
+
+def _check(spec: Key, value: Any, dotted: str, source: str, base_dir: str) -> Any:
+    def fail(problem: str) -> ConfigError:
+        return ConfigError(f"config key '{dotted}' in {source}: {problem}, got {value!r}")
+
+    if value is None:
+        if spec.nullable:
+            return None
+        raise fail("must not be null")
+    if spec.kind == "enum":
+        if value not in spec.choices:
+            raise fail("must be one of " + ", ".join(spec.choices))
+    elif spec.kind == "str":
+        if not isinstance(value, str) or not value:
+            raise fail("must be a non-empty string")
+    elif spec.kind == "bool":
+        if not isinstance(value, bool):
+            raise fail("must be true or false")
+    elif spec.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail("must be a whole number")
+    elif spec.kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise fail("must be a number")
+    elif spec.kind == "list[str]":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise fail("must be a list of strings")
+    if spec.minimum is not None and value < spec.minimum:
+        raise fail(f"must be at least {spec.minimum:g}")
+    if spec.maximum is not None and value > spec.maximum:
+        raise fail(f"must be at most {spec.maximum:g}")
+    if spec.path:
+        value = [_resolve(v, base_dir) for v in value] if isinstance(value, list) else _resolve(value, base_dir)
+    return value
+
+
+def _resolve(path: str, base_dir: str) -> str:
+    return os.path.normpath(os.path.join(base_dir, os.path.expanduser(path)))
+
+
+def defaults() -> Config:
+    """The built-in defaults alone (tests and tools that need a Config without a file)."""
+    return load(env={"XDG_CONFIG_HOME": "/nonexistent-bob-config"})

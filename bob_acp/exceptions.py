@@ -1,0 +1,17 @@
+"""The few exceptions that steer a turn. Shared by the engine, providers and tools."""
+
+
+class BobError(Exception):
+    """Base of Bob's own exceptions."""
+
+
+class Cancelled(BobError):
+    """The turn was cancelled (session/cancel, eviction or shutdown). Never an error on the wire."""
+
+
+class ModelError(BobError):
+    """The model call failed; str(self) is one line naming the cause, e.g. 'model API 401: invalid API key'."""
+
+
+class ConfigError(BobError):
+    """Bad configuration; str(self) is one line naming the key and the file."""

@@ -1,0 +1,70 @@
+"""Shared fixtures: an isolated home for each test, a config writer, and a running bob-acp."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bob_client import Bob  # noqa: E402
+
+_KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "PYTHONPATH")
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A project folder for the session (tmp_path/project) and an isolated home beside it."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (tmp_path / "home").mkdir()
+    return project
+
+
+@pytest.fixture
+def bob_env(tmp_path):
+    """The environment bob-acp runs in: no API key, no user config, nothing from the developer's home."""
+    env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV}
+    env.update({
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"),
+        "BOB_CONFIG": str(tmp_path / "config.yaml"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+@pytest.fixture
+def write_config(tmp_path):
+    def write(data: dict | None = None) -> str:
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(data or {}), encoding="utf-8")
+        return str(path)
+
+    write()
+    return write
+
+
+@pytest.fixture
+def spawn_bob(workdir, bob_env, write_config):
+    """Start bob-acp (after writing the config given); every one started is closed at the end."""
+    started: list[Bob] = []
+
+    def spawn(config: dict | None = None, args: list[str] | None = None, env: dict | None = None,
+              command: list[str] | None = None) -> Bob:
+        if config is not None:
+            write_config(config)
+        bob = Bob(str(workdir), {**bob_env, **(env or {})}, args, command=command)
+        started.append(bob)
+        return bob
+
+    yield spawn
+    for bob in started:
+        if bob.exit_code is None:
+            try:
+                bob.close()
+            except AssertionError:
+                pass

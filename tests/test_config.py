@@ -1,0 +1,135 @@
+"""Config: defaults, lookup order, validation naming the key and the file, env overrides."""
+
+import os
+
+import pytest
+
+from bob_acp import config
+from bob_acp.exceptions import ConfigError
+
+
+def write(tmp_path, text, name="config.yaml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_defaults_are_the_documented_ones():
+    cfg = config.defaults()
+    assert cfg.source is None
+    assert cfg.as_dict() == {
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "baseUrl": None, "apiKeyEnv": None, "script": None,
+                  "maxTokens": None, "temperature": None, "timeout": 120, "retries": 4},
+        "context": {"window": 128000, "threshold": 0.8, "keepLastTurns": 2},
+        "sessions": {"enabled": False, "dir": ".bob/sessions"},
+        "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144},
+        "loop": {"warnAt": 3, "stopAt": 5},
+        "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},
+        "skills": {"dirs": []},
+        "log": {"level": "info", "format": "console", "file": None},
+    }
+
+
+def test_file_values_override_defaults_and_keep_the_rest(tmp_path):
+    path = write(tmp_path, "model:\n  name: llama3\n  baseUrl: http://127.0.0.1:11434/v1\ncontext:\n  keepLastTurns: 5\n")
+    cfg = config.load(path, env={})
+    assert cfg.model.name == "llama3" and cfg.model.baseUrl == "http://127.0.0.1:11434/v1"
+    assert cfg.context.keepLastTurns == 5 and cfg.context.window == 128000
+    assert cfg.source == path
+
+
+def test_lookup_order_explicit_then_env_then_xdg(tmp_path):
+    explicit = write(tmp_path, "model: {name: a}\n", "a.yaml")
+    from_env = write(tmp_path, "model: {name: b}\n", "b.yaml")
+    xdg = tmp_path / "xdg" / "bob"
+    xdg.mkdir(parents=True)
+    (xdg / "config.yaml").write_text("model: {name: c}\n")
+    env = {"BOB_CONFIG": from_env, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert config.load(explicit, env=env).model.name == "a"
+    assert config.load(None, env=env).model.name == "b"
+    assert config.load(None, env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")}).model.name == "c"
+    assert config.load(None, env={"XDG_CONFIG_HOME": str(tmp_path / "none")}).model.name == "gpt-4.1-mini"
+
+
+def test_home_config_when_no_xdg(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".config" / "bob").mkdir(parents=True)
+    (tmp_path / ".config" / "bob" / "config.yaml").write_text("model: {name: home}\n")
+    assert config.load(None, env={}).model.name == "home"
+
+
+def test_env_overrides_the_three_model_keys(tmp_path):
+    path = write(tmp_path, "model: {provider: anthropic, name: x}\n")
+    env = {"BOB_PROVIDER": "openai", "BOB_MODEL": "qwen", "BOB_BASE_URL": "http://127.0.0.1:8080/v1"}
+    cfg = config.load(path, env=env)
+    assert (cfg.model.provider, cfg.model.name, cfg.model.baseUrl) == ("openai", "qwen", "http://127.0.0.1:8080/v1")
+
+
+def test_a_bad_env_override_names_the_variable():
+    with pytest.raises(ConfigError, match=r"model.provider.*\$BOB_PROVIDER"):
+        config.load(None, env={"BOB_PROVIDER": "gemini", "XDG_CONFIG_HOME": "/nonexistent"})
+
+
+@pytest.mark.parametrize("text, key", [
+    ("modle: {name: x}\n", "modle"),
+    ("model: {nmae: x}\n", "model.nmae"),
+    ("tools: {bash: {timout: 3}}\n", "tools.bash.timout"),
+])
+def test_unknown_keys_are_named_with_the_file(tmp_path, text, key):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert f"'{key}'" in str(info.value) and path in str(info.value) and "unknown key" in str(info.value)
+
+
+@pytest.mark.parametrize("text, key", [
+    ("model: {timeout: soon}\n", "model.timeout"),
+    ("model: {retries: 1.5}\n", "model.retries"),
+    ("model: {provider: gemini}\n", "model.provider"),
+    ("sessions: {enabled: 'yes'}\n", "sessions.enabled"),
+    ("skills: {dirs: /one/path}\n", "skills.dirs"),
+    ("context: {threshold: 3}\n", "context.threshold"),
+    ("limits: {maxModelCalls: true}\n", "limits.maxModelCalls"),
+    ("limits: {sessionOverflow: drop}\n", "limits.sessionOverflow"),
+    ("model: {name: null}\n", "model.name"),
+    ("log: {level: loud}\n", "log.level"),
+    ("model: 3\n", "model"),
+])
+def test_wrong_types_are_named_with_the_file(tmp_path, text, key):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        config.load(path, env={})
+    assert f"'{key}'" in str(info.value) and path in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_stop_at_must_exceed_warn_at(tmp_path):
+    with pytest.raises(ConfigError, match="loop.stopAt"):
+        config.load(write(tmp_path, "loop: {warnAt: 4, stopAt: 4}\n"), env={})
+
+
+def test_broken_yaml_and_non_mapping_and_missing_named_file(tmp_path):
+    with pytest.raises(ConfigError, match="invalid YAML at line 3"):
+        config.load(write(tmp_path, "model:\n  name: [unclosed\n"), env={})
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        config.load(write(tmp_path, "- a\n- b\n"), env={})
+    with pytest.raises(ConfigError, match="not found"):
+        config.load(str(tmp_path / "missing.yaml"), env={})
+
+
+def test_empty_file_gives_defaults(tmp_path):
+    assert config.load(write(tmp_path, ""), env={}).model.provider == "openai"
+
+
+def test_paths_are_relative_to_the_config_file(tmp_path):
+    path = write(tmp_path, "model: {provider: script, script: replies.yaml}\nskills: {dirs: [my-skills, ~/s]}\n")
+    cfg = config.load(path, env={})
+    assert cfg.model.script == str(tmp_path / "replies.yaml")
+    assert cfg.skills.dirs[0] == str(tmp_path / "my-skills")
+    assert cfg.skills.dirs[1] == os.path.expanduser("~/s")
+
+
+def test_config_is_read_only():
+    cfg = config.defaults()
+    with pytest.raises(AttributeError):
+        cfg.model.name = "x"

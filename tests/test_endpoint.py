@@ -1,0 +1,278 @@
+"""The JSON-RPC endpoint in-process: envelope rules, routing, errors, the inbound bound,
+outbound requests, shutdown. (The same rules are proven end to end in test_e2e_transport.py.)"""
+
+import os
+import queue
+import threading
+import time
+
+import orjson
+import pytest
+
+from bob_acp import log as bob_log
+from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
+from bob_acp.jsonrpc import endpoint as endpoint_module
+from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.jsonrpc.streams import Writer
+
+
+class Harness:
+    def __init__(self, routes, notifications=None, on_close=None, urgent=frozenset()):
+        self.in_r, self.in_w = os.pipe()
+        self.out_r, self.out_w = os.pipe()
+        self.writer = Writer(self.out_w)
+        self.lines: queue.Queue = queue.Queue()
+        bob_log.setup("error")
+        self.endpoint = Endpoint(self.writer, routes, notifications or {}, bob_log.get("test"),
+                                 on_close=on_close, urgent=urgent, max_frame=1024)
+        self._collector = threading.Thread(target=self._collect, daemon=True)
+        self._collector.start()
+        self.served = threading.Thread(target=self.endpoint.serve, args=(os.fdopen(self.in_r, "rb"),), daemon=True)
+        self.served.start()
+
+    def _collect(self):
+        buffer = b""
+        while True:
+            data = os.read(self.out_r, 65536)
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                self.lines.put(orjson.loads(line))
+
+    def send(self, data):
+        os.write(self.in_w, data if isinstance(data, bytes) else orjson.dumps(data) + b"\n")
+
+    def next(self, timeout=3):
+        return self.lines.get(timeout=timeout)
+
+    def quiet(self, seconds=0.2):
+        try:
+            frame = self.lines.get(timeout=seconds)
+        except queue.Empty:
+            return True
+        raise AssertionError(f"unexpected frame {frame}")
+
+    def close(self):
+        try:
+            os.close(self.in_w)
+        except OSError:
+            pass
+        self.served.join(3)
+        self.writer.close(1)
+        os.close(self.out_w)
+        self._collector.join(3)
+        os.close(self.out_r)
+
+
+@pytest.fixture
+def harness():
+    made = []
+
+    def make(routes=None, **kw):
+        h = Harness(routes if routes is not None else {"echo": Route(lambda p: p)}, **kw)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def error_of(frame):
+    return frame["id"], frame["error"]["code"]
+
+
+def test_a_request_is_answered_with_its_id(harness):
+    h = harness()
+    h.send({"jsonrpc": "2.0", "id": 7, "method": "echo", "params": {"x": 1}})
+    assert h.next() == {"jsonrpc": "2.0", "id": 7, "result": {"x": 1}}
+    h.send({"jsonrpc": "2.0", "id": "abc", "method": "echo", "params": {}})
+    assert h.next()["id"] == "abc"
+
+
+@pytest.mark.parametrize("raw", [b"{not json\n", b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"a":NaN}}\n',
+                                 b'{"a":"\xff"}\n'])
+def test_invalid_json_is_a_parse_error_with_null_id(harness, raw):
+    h = harness()
+    h.send(raw)
+    assert error_of(h.next()) == (None, -32700)
+
+
+@pytest.mark.parametrize("frame", [
+    {"id": 1, "method": "echo"},
+    {"jsonrpc": "1.0", "id": 1, "method": "echo"},
+    {"jsonrpc": "2.0", "id": {"a": 1}, "method": "echo"},
+    {"jsonrpc": "2.0", "id": [1], "method": "echo"},
+    {"jsonrpc": "2.0", "id": True, "method": "echo"},
+    {"jsonrpc": "2.0", "id": 1, "method": 5},
+    [{"jsonrpc": "2.0", "id": 1, "method": "echo"}],
+    "hello",
+    42,
+    {"jsonrpc": "2.0", "id": 3},
+])
+def test_bad_envelopes_are_invalid_requests_with_null_id(harness, frame):
+    h = harness()
+    h.send(frame)
+    assert error_of(h.next()) == (None, -32600)
+
+
+def test_unknown_methods_and_extensions_are_not_found(harness):
+    h = harness()
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "nope"})
+    h.send({"jsonrpc": "2.0", "id": 2, "method": "_vendor/thing"})
+    assert error_of(h.next()) == (1, -32601)
+    assert error_of(h.next()) == (2, -32601)
+
+
+def test_unknown_notifications_and_unknown_responses_are_ignored(harness):
+    h = harness()
+    h.send({"jsonrpc": "2.0", "method": "whatever", "params": {}})
+    h.send({"jsonrpc": "2.0", "id": 999, "result": {}})
+    assert h.quiet()
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {}})
+    assert h.next()["id"] == 1
+
+
+def test_params_that_are_not_an_object_are_invalid_params(harness):
+    h = harness()
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": [1, 2]})
+    frame = h.next()
+    assert error_of(frame) == (1, -32602) and "params" in frame["error"]["message"]
+
+
+def test_a_handler_exception_fails_only_that_request(harness, capsys):
+    def boom(_params):
+        raise KeyError("secret detail")
+
+    h = harness({"boom": Route(boom), "echo": Route(lambda p: p)})
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "boom", "params": {}})
+    frame = h.next()
+    assert error_of(frame) == (1, -32603)
+    assert "secret detail" not in orjson.dumps(frame).decode()
+    h.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {"ok": True}})
+    assert h.next()["result"] == {"ok": True}
+
+
+def test_rpc_errors_keep_their_code_and_data(harness):
+    def bad(_params):
+        raise RpcError.invalid_params("sessionId: required", data={"sessionId": None})
+
+    h = harness({"bad": Route(bad)})
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "bad", "params": {}})
+    assert h.next()["error"] == {"code": -32602, "message": "Invalid params: sessionId: required", "data": {"sessionId": None}}
+
+
+def test_an_oversized_frame_is_refused_and_the_next_answered(harness):
+    h = harness()
+    h.send(b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"p":"' + b"x" * 5000 + b'"}}\n')
+    assert error_of(h.next()) == (None, -32600)
+    h.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}})
+    assert h.next()["id"] == 2
+
+
+def test_reply_after_runs_once_the_response_is_queued(harness):
+    h = harness()
+    h.endpoint._routes["new"] = Route(lambda p: Reply({"sessionId": "s"}, after=lambda: h.endpoint.notify("note", {})))
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "new", "params": {}})
+    assert h.next()["result"] == {"sessionId": "s"}
+    assert h.next()["method"] == "note"
+
+
+def test_worker_routes_leave_the_dispatcher_free(harness):
+    release = threading.Event()
+    h = harness({"slow": Route(lambda p: release.wait(5) and {"slow": True}, worker=True), "echo": Route(lambda p: p)})
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "slow", "params": {}})
+    h.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}})
+    assert h.next()["id"] == 2
+    release.set()
+    assert h.next() == {"jsonrpc": "2.0", "id": 1, "result": {"slow": True}}
+
+
+def test_a_full_inbound_queue_answers_busy_and_still_takes_urgent_notifications(harness, monkeypatch):
+    monkeypatch.setattr(endpoint_module, "MAX_PENDING_FRAMES", 4)
+    gate = threading.Event()
+    seen = []
+    h = harness({"block": Route(lambda p: gate.wait(5) and {}), "echo": Route(lambda p: p)},
+                notifications={"cancel": lambda p: seen.append(p)}, urgent=frozenset({"cancel"}))
+    h.send({"jsonrpc": "2.0", "id": 0, "method": "block", "params": {}})  # holds the dispatcher
+    time.sleep(0.1)
+    for i in range(1, 5):
+        h.send({"jsonrpc": "2.0", "id": i, "method": "echo", "params": {}})
+    h.send({"jsonrpc": "2.0", "id": 5, "method": "echo", "params": {}})
+    h.send({"jsonrpc": "2.0", "method": "cancel", "params": {"n": 1}})
+    busy = h.next()
+    assert error_of(busy) == (5, -32603) and "busy" in busy["error"]["message"]
+    gate.set()
+    ids = [h.next()["id"] for _ in range(5)]
+    assert ids == [0, 1, 2, 3, 4]
+    time.sleep(0.1)
+    assert seen == [{"n": 1}]
+
+
+def test_outbound_request_gets_its_answer_and_ignores_a_second(harness):
+    h = harness()
+    outcomes = []
+    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {"q": 1})))
+    t.start()
+    req = h.next()
+    assert req["method"] == "ask" and isinstance(req["id"], int)
+    h.send({"jsonrpc": "2.0", "id": req["id"], "result": {"answer": 42}})
+    h.send({"jsonrpc": "2.0", "id": req["id"], "result": {"answer": 43}})
+    t.join(3)
+    assert outcomes[0].ok and outcomes[0].result == {"answer": 42}
+
+
+@pytest.mark.parametrize("answer, why", [
+    ({"id": "ID", "result": {}}, "string id where a number was sent"),
+    ({"jsonrpc": "2.0", "id": "ID", "error": {"code": -1, "message": "no"}}, "error"),
+    ({"id": "NUM", "result": {}}, "missing jsonrpc"),
+    ({"jsonrpc": "2.0", "id": "NUM"}, "neither result nor error"),
+])
+def test_outbound_request_malformed_answers_are_not_results(harness, answer, why):
+    h = harness()
+    outcomes = []
+    cancel = threading.Event()
+    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {}, cancel)))
+    t.start()
+    req = h.next()
+    frame = dict(answer)
+    frame["id"] = str(req["id"]) if answer["id"] == "ID" else req["id"]
+    h.send(frame)
+    time.sleep(0.2)
+    cancel.set()
+    t.join(3)
+    assert not outcomes[0].ok, why
+
+
+def test_cancel_and_eof_end_an_outbound_wait(harness):
+    closed = []
+    h = harness(on_close=lambda: closed.append(True))
+    cancel = threading.Event()
+    outcomes = []
+    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {}, cancel)))
+    t.start()
+    h.next()
+    cancel.set()
+    t.join(2)
+    assert outcomes[0].closed
+    t2 = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {})))
+    t2.start()
+    h.next()
+    os.close(h.in_w)
+    t2.join(2)
+    assert outcomes[1].closed and closed == [True]
+    h.served.join(2)
+    assert not h.served.is_alive()
+
+
+def test_frames_queued_before_eof_are_still_answered(harness):
+    gate = threading.Event()
+    h = harness({"block": Route(lambda p: gate.wait(5) and {}), "echo": Route(lambda p: p)})
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "block", "params": {}})
+    h.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}})
+    os.close(h.in_w)
+    time.sleep(0.1)
+    gate.set()
+    assert [h.next()["id"], h.next()["id"]] == [1, 2]
