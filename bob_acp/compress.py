@@ -1,0 +1,106 @@
+"""Context compression: older turns folded into one summary message by the model.
+
+A turn is a user message and everything after it up to the next user message, so cutting only
+at turn boundaries never separates a tool call from its result. Token counts are estimated as
+characters / 4 when the provider has not reported them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bob_acp import history
+from bob_acp.exceptions import ModelError
+
+MAX_OUTPUT_IN_TRANSCRIPT = 2000
+
+SUMMARISER = """\
+You summarise the earlier part of a conversation between a user and Bob, a coding agent, so that
+Bob can continue the work without it. Keep: the user's goals and requests, decisions taken, files
+read or changed (with paths), commands run and what they showed, errors met, and what is still open.
+Be concise and factual; write in the third person; no preamble."""
+
+
+@dataclass
+class Outcome:
+    changed: bool
+    messages: list[dict]
+    line: str
+    summarised: int = 0
+    kept: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def estimate_tokens(messages: list[dict]) -> int:
+    chars = 0
+    for message in messages:
+        chars += len(message.get("content", ""))
+        for call in message.get("tool_calls", ()):
+            chars += len(call["name"]) + len(str(call["arguments"]))
+    return chars // 4
+
+
+def should_compress(last_input_tokens: int | None, window: int, threshold: float) -> bool:
+    return last_input_tokens is not None and last_input_tokens > threshold * window
+
+
+def turn_starts(messages: list[dict]) -> list[int]:
+    return [i for i, m in enumerate(messages) if i > 0 and m["role"] == "user"]
+
+
+def plan(messages: list[dict], keep: int) -> tuple[list[dict], list[dict]] | None:
+    """(older messages to summarise, messages kept verbatim), or None when nothing is older."""
+    starts = turn_starts(messages)
+    if len(starts) <= keep:
+        return None
+    cut = starts[-keep] if keep > 0 else len(messages)
+    return messages[starts[0]:cut], messages[cut:]
+
+
+def transcript(messages: list[dict]) -> str:
+    lines = []
+    for message in messages:
+        role = message["role"]
+        if role == "user":
+            label = "Earlier summary" if message.get("summary") else "User"
+            lines.append(f"{label}: {history.summary_text(message) if message.get('summary') else message['content']}")
+        elif role == "assistant":
+            if message["content"]:
+                lines.append(f"Bob: {message['content']}")
+            for call in message.get("tool_calls", ()):
+                lines.append(f"Bob called {call['name']} {call['arguments']}")
+        elif role == "tool":
+            output = message["content"]
+            if len(output) > MAX_OUTPUT_IN_TRANSCRIPT:
+                output = output[:MAX_OUTPUT_IN_TRANSCRIPT] + f"\n[… {len(output) - MAX_OUTPUT_IN_TRANSCRIPT} characters cut]"
+            lines.append(f"Result of {message['name']}:\n{output}")
+    return "\n\n".join(lines)
+
+
+def compress(messages: list[dict], provider: Any, keep: int, cancel: threading.Event) -> Outcome:
+    """Fold the turns older than the last `keep` into one summary. Cancelled propagates."""
+    found = plan(messages, keep)
+    if found is None:
+        count = len(messages) - 1
+        return Outcome(False, messages, f"🗜️ nothing to compact: {count} message(s), no turn older than the last {keep}")
+    old, kept = found
+    started = time.monotonic()
+    request = [history.system(SUMMARISER),
+               history.user("Summarise this conversation so far:\n\n" + transcript(old))]
+    try:
+        reply = provider.generate(request, [], lambda _chunk: None, cancel)
+    except ModelError as exc:
+        return Outcome(False, messages, f"[compact: failed, history kept: {exc}]")
+    text = reply.text.strip()
+    if not text:
+        return Outcome(False, messages, "[compact: failed, history kept: the model returned an empty summary]")
+    new = [messages[0], history.summary(text)] + kept
+    seconds = time.monotonic() - started
+    tokens = estimate_tokens(new)
+    line = f"🗜️ compressed {len(old)} messages → 1 summary + {len(kept)} kept ({tokens:,} tokens, {seconds:.1f}s)"
+    return Outcome(True, new, line, len(old), len(kept), tokens, seconds)

@@ -1,0 +1,167 @@
+"""Cancel and shutdown end to end: the prompt answers `cancelled` after all its updates, and no
+process of a tool survives."""
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+import yaml
+
+from bob_client import allow, allow_always, message_text, updates
+from procs import wait_gone, wait_present
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def scripted(spawn_bob, tmp_path):
+    def start(turns, config=None):
+        path = tmp_path / "script.yaml"
+        path.write_text(yaml.safe_dump({"turns": turns}), encoding="utf-8")
+        cfg = {"model": {"provider": "script", "script": str(path)}}
+        cfg.update(config or {})
+        bob = spawn_bob(cfg)
+        bob.initialize()
+        return bob, bob.new_session()
+    return start
+
+
+def sleeper(marker):
+    """A bash command that starts children of its own, all findable by marker."""
+    return f"sleep 300.{marker} & (sleep 301.{marker} &) ; sleep 302.{marker}"
+
+
+def read_until(bob, predicate, timeout=10):
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        frame = bob.read_frame(timeout=max(0.05, deadline - time.monotonic()))
+        seen.append(frame)
+        if predicate(frame):
+            return seen
+    raise AssertionError("condition not met")
+
+
+def is_update(kind):
+    return lambda f: f.get("method") == "session/update" and f["params"]["update"]["sessionUpdate"] == kind
+
+
+def test_cancel_during_the_model_stream(scripted):
+    bob, sid = scripted([{"replies": [{"chunks": ["a", "b", "c", "d", "e"], "delay": 1.0}]}])
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    read_until(bob, is_update("agent_message_chunk"))
+    started = time.monotonic()
+    bob.notify("session/cancel", {"sessionId": sid})
+    response, _ = bob.wait_response(msg_id, timeout=5)
+    assert response["result"] == {"stopReason": "cancelled"}
+    assert time.monotonic() - started < 0.9
+    assert bob.no_frame_within(0.3)  # nothing of the turn comes after its response
+
+
+def test_cancel_during_an_open_permission_request(scripted, workdir):
+    bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "touch ran"}}]},
+                                      {"text": "after"}]}])
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    read_until(bob, lambda f: f.get("method") == "session/request_permission")
+    bob.notify("session/cancel", {"sessionId": sid})
+    response, frames = bob.wait_response(msg_id, answer=lambda req: None, timeout=5)
+    assert response["result"] == {"stopReason": "cancelled"}
+    assert not (workdir / "ran").exists()
+    final = updates(frames, "tool_call_update")[-1]
+    assert final["status"] == "failed"
+
+
+def test_cancel_during_bash_kills_its_whole_process_tree(scripted):
+    marker = uuid.uuid4().hex[:8]
+    marker_num = str(int(marker, 16))[:8]
+    bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": sleeper(marker_num)}}]},
+                                      {"text": "never"}]}])
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    read_until(bob, lambda f: f.get("method") == "session/request_permission")
+    bob.send({"jsonrpc": "2.0", "id": bob.frames[-1]["id"], "result": allow(None)})
+    assert len(wait_present(marker_num, count=3)) >= 3
+    started = time.monotonic()
+    bob.notify("session/cancel", {"sessionId": sid})
+    response, frames = bob.wait_response(msg_id, timeout=5)
+    assert response["result"] == {"stopReason": "cancelled"}
+    assert time.monotonic() - started < 0.9
+    assert updates(frames, "tool_call_update")[-1]["status"] == "failed"
+    assert wait_gone(marker_num) == []
+
+
+def test_a_prompt_cancelled_while_waiting_for_the_turn_lock_runs_nothing(scripted, workdir):
+    bob, first = scripted([
+        {"match": "hold", "replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "touch held"}}]}, {"text": "held done"}]},
+        {"match": "second", "replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "touch second"}}]}, {"text": "x"}]},
+    ])
+    second = bob.new_session()
+    a = bob.request_async("session/prompt", {"sessionId": first, "prompt": [{"type": "text", "text": "hold"}]})
+    permission = read_until(bob, lambda f: f.get("method") == "session/request_permission")[-1]
+    b = bob.request_async("session/prompt", {"sessionId": second, "prompt": [{"type": "text", "text": "second"}]})
+    time.sleep(0.2)
+    bob.notify("session/cancel", {"sessionId": second})
+    response_b, frames_b = bob.wait_response(b, timeout=5)
+    assert response_b["result"] == {"stopReason": "cancelled"} and frames_b == []
+    bob.send({"jsonrpc": "2.0", "id": permission["id"], "result": allow(None)})
+    response_a, frames_a = bob.wait_response(a)
+    assert response_a["result"]["stopReason"] == "end_turn" and message_text(frames_a) == "held done"
+    assert (workdir / "held").exists() and not (workdir / "second").exists()
+
+
+def test_prompts_are_serialised_across_sessions(scripted):
+    bob, first = scripted([{"replies": [{"chunks": ["1", "2", "3"], "delay": 0.1}]}])
+    second = bob.new_session()
+    a = bob.request_async("session/prompt", {"sessionId": first, "prompt": [{"type": "text", "text": "x"}]})
+    b = bob.request_async("session/prompt", {"sessionId": second, "prompt": [{"type": "text", "text": "x"}]})
+    order = []
+    while len([o for o in order if o[0] == "response"]) < 2:
+        frame = bob.read_frame()
+        if "method" in frame:
+            order.append(("chunk", frame["params"]["sessionId"]))
+        else:
+            order.append(("response", frame["id"]))
+    assert order == [("chunk", first)] * 3 + [("response", a)] + [("chunk", second)] * 3 + [("response", b)]
+
+
+def test_cancel_is_not_an_error_and_the_next_turn_works(scripted):
+    bob, sid = scripted([
+        {"match": "slow", "replies": [{"chunks": ["a", "b"], "delay": 2}]},
+        {"match": "fast", "replies": [{"text": "quick"}]},
+    ])
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "slow"}]})
+    read_until(bob, is_update("agent_message_chunk"))
+    bob.notify("session/cancel", {"sessionId": sid})
+    assert bob.wait_response(msg_id)[0]["result"] == {"stopReason": "cancelled"}
+    response, frames = bob.prompt(sid, "fast")
+    assert response["result"]["stopReason"] == "end_turn" and message_text(frames) == "quick"
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_shutdown_mid_tool_kills_the_tool_and_exits_0(scripted, how):
+    marker_num = str(int(uuid.uuid4().hex[:8], 16))[:8]
+    bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": sleeper(marker_num)}}]}]}])
+    bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    read_until(bob, lambda f: f.get("method") == "session/request_permission")
+    bob.send({"jsonrpc": "2.0", "id": bob.frames[-1]["id"], "result": allow_always(None)})
+    wait_present(marker_num, count=3)
+    started = time.monotonic()
+    if how == "eof":
+        bob.proc.sendeof()
+    else:
+        os.kill(bob.pid, signal.SIGTERM)
+    assert bob.wait(3) == 0
+    assert time.monotonic() - started < 1.5
+    assert wait_gone(marker_num) == []
+
+
+def test_bash_timeout_kills_the_tree(scripted):
+    marker_num = str(int(uuid.uuid4().hex[:8], 16))[:8]
+    call = {"name": "bash", "arguments": {"command": sleeper(marker_num), "timeout": 1}}
+    bob, sid = scripted([{"replies": [{"tool_calls": [call]}, {"text": "ok"}]}])
+    response, frames = bob.prompt(sid, "go", answer=allow)
+    assert response["result"]["stopReason"] == "end_turn"
+    final = updates(frames, "tool_call_update")[-1]
+    assert final["status"] == "failed" and "timed out" in final["rawOutput"]["output"]
+    assert wait_gone(marker_num) == []

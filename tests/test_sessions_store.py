@@ -1,0 +1,125 @@
+"""The session store: ids, atomic saves, validation on load, replay items, crash safety."""
+
+import datetime
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+
+from bob_acp import history, sessions
+
+
+def conversation():
+    call = {"id": "tc1", "ref": "call_7", "name": "bash", "arguments": {"command": "ls"}}
+    lost = {"id": "tc2", "ref": "call_8", "name": "read_file", "arguments": {"path": "a"}}
+    return [
+        history.system("sys"),
+        history.summary("earlier work"),
+        history.user("list files"),
+        history.assistant("Looking.", [call]),
+        history.tool_result(call, "a\nb\n"),
+        history.assistant("", [lost]),
+        history.assistant("Done."),
+    ]
+
+
+def test_ids_are_utc_time_sortable_and_validated():
+    sid = sessions.new_id(datetime.datetime(2026, 9, 16, 10, 15, 30, tzinfo=datetime.timezone.utc))
+    assert sid.startswith("20260916-101530-") and sessions.valid_id(sid)
+    for bad in ("../../etc/passwd", "20260916-101530-4F2A9C1E", "20260916-101530-4f2a9c1e\x00", "x", None, 5,
+                "20260916-101530-4f2a9c1e/../../x", "/20260916-101530-4f2a9c1e"):
+        assert not sessions.valid_id(bad)
+
+
+def test_a_bad_id_is_refused_before_any_path_is_built(tmp_path):
+    store = sessions.SessionStore(str(tmp_path), ".bob/sessions")
+    with pytest.raises(ValueError):
+        store.path_for("../../outside")
+    with pytest.raises(sessions.SessionLoadError) as info:
+        store.load("../../outside")
+    assert info.value.reason == "not a valid session id"
+
+
+def test_save_and_load_round_trip_keeping_created_at(tmp_path):
+    store = sessions.SessionStore(str(tmp_path), ".bob/sessions")
+    sid = sessions.new_id()
+    store.save(sid, conversation()[:3])
+    first = orjson.loads((tmp_path / ".bob" / "sessions" / f"{sid}.json").read_bytes())
+    assert first["version"] == 1 and first["id"] == sid and first["cwd"] == str(tmp_path)
+    time.sleep(0.01)
+    store.save(sid, conversation())
+    loaded = store.load(sid)
+    assert loaded.messages == conversation()
+    assert loaded.created_at == first["createdAt"] and loaded.updated_at > first["updatedAt"]
+    assert os.listdir(tmp_path / ".bob" / "sessions") == [f"{sid}.json"]
+
+
+@pytest.mark.parametrize("content, reason", [
+    (b"{nope", "not valid JSON"),
+    (b"[]", "not a session file"),
+    (b'{"version": 2, "messages": []}', "unsupported session file version 2"),
+    (b'{"version": 1}', "messages: must be a list"),
+    (b'{"version": 1, "messages": [{"role": "wizard", "content": "x"}]}', "malformed message 0: unknown role"),
+    (b'{"version": 1, "messages": [{"role": "user", "content": 5}]}', "malformed message 0: content"),
+    (b'{"version": 1, "messages": [{"role": "assistant", "content": "", "tool_calls": [{"id": "a", "name": "b", "arguments": "x"}]}]}',
+     "arguments must be an object"),
+    (b'{"version": 1, "messages": [{"role": "tool", "content": "x"}]}', "tool_call_id"),
+])
+def test_malformed_files_are_load_errors_not_crashes(tmp_path, content, reason):
+    store = sessions.SessionStore(str(tmp_path), "s")
+    sid = sessions.new_id()
+    os.makedirs(store.folder)
+    with open(store.path_for(sid), "wb") as handle:
+        handle.write(content)
+    with pytest.raises(sessions.SessionLoadError) as info:
+        store.load(sid)
+    assert reason in info.value.reason
+
+
+def test_missing_file_is_a_load_error(tmp_path):
+    with pytest.raises(sessions.SessionLoadError, match="not found"):
+        sessions.SessionStore(str(tmp_path), "s").load(sessions.new_id())
+
+
+def test_replay_items_follow_the_product_table():
+    items = sessions.replay_items(conversation())
+    assert [(i.kind, i.text) for i in items if i.kind != "tool"] == [
+        ("agent", "🗜️ earlier work"), ("user", "list files"), ("agent", "Looking."), ("agent", "Done.")]
+    tools = [i for i in items if i.kind == "tool"]
+    assert (tools[0].ref, tools[0].name, tools[0].arguments, tools[0].output) == ("call_7", "bash", {"command": "ls"}, "a\nb\n")
+    assert (tools[1].ref, tools[1].output) == ("call_8", None)
+
+
+SAVER = r"""
+import sys
+from bob_acp import sessions, history
+store = sessions.SessionStore(sys.argv[1], "s")
+messages = [history.system("sys")]
+i = 0
+while True:
+    i += 1
+    messages.append(history.user("message %d " % i + "x" * (i % 5000)))
+    store.save(sys.argv[2], messages)
+"""
+
+
+def test_sigkill_while_saving_never_leaves_a_torn_file(tmp_path):
+    sid = sessions.new_id()
+    store = sessions.SessionStore(str(tmp_path), "s")
+    rng = random.Random(7)
+    for _round in range(8):
+        proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path), sid])
+        time.sleep(0.15 + rng.random() * 0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        loaded = store.load(sid)  # parses: the old version or the new one, never a torn one
+        assert loaded.messages[0] == history.system("sys")
+        numbers = [int(m["content"].split()[1]) for m in loaded.messages[1:]]
+        assert numbers == list(range(1, len(numbers) + 1))
+        for name in os.listdir(store.folder):
+            assert name == f"{sid}.json" or name.startswith(".")
