@@ -24,31 +24,32 @@ class Oversized:
 def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes | Oversized]:
     """Yield each line of `stream` without its newline, or Oversized for a line over the cap.
 
-    At most max_frame + 1 bytes of one line are ever held: the rest of an oversized line is read
-    and thrown away in small chunks, and reading goes on with the next line.
+    A line is gathered in small chunks, so at most about max_frame bytes of it are ever held:
+    past the cap the gathered part is dropped, the rest is read and thrown away chunk by chunk,
+    and reading goes on with the next line.
     """
     while True:
-        line = stream.readline(max_frame + 1)
-        if not line:
-            return
-        if line.endswith(b"\n"):
-            yield line[:-1]
-            continue
-        if len(line) <= max_frame:  # the last line, without a newline, at EOF
-            yield line
-            return
-        size = len(line)
-        del line
+        line = bytearray()
+        oversized = 0
         while True:
-            rest = stream.readline(_DISCARD_CHUNK)
-            size += len(rest)
-            if not rest:
+            chunk = stream.readline(_DISCARD_CHUNK)
+            if not chunk:
                 break
-            if rest.endswith(b"\n"):
-                size -= 1
+            ended = chunk.endswith(b"\n")
+            if oversized:
+                oversized += len(chunk) - ended
+            elif len(line) + len(chunk) - ended > max_frame:
+                oversized = len(line) + len(chunk) - ended
+                line = bytearray()
+            else:
+                line += chunk
+            if ended:
                 break
-        yield Oversized(size)
-        if not rest:
+        if oversized:
+            yield Oversized(oversized)
+        elif line:
+            yield bytes(line[:-1]) if line.endswith(b"\n") else bytes(line)
+        if not chunk:
             return
 
 

@@ -1,0 +1,39 @@
+"""read_skill: a skill's instructions and the absolute paths of its files. Never asks permission."""
+
+from __future__ import annotations
+
+import threading
+
+from bob_acp.tools.base import Tool, ToolContext, ToolResult
+
+
+class ReadSkillTool(Tool):
+    name = "read_skill"
+    kind = "read"
+    needs_permission = False
+    description = (
+        "Read a skill's instructions before using it (the system prompt lists the skills). Returns the "
+        "instructions and the absolute paths of the skill's own files (scripts you can run with bash)."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "description": "The skill's name."}},
+        "required": ["name"],
+        "additionalProperties": False,
+    }
+
+    def title(self, args: dict) -> str:
+        return f"read_skill: {args.get('name', '')}"
+
+    def run(self, args: dict, ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+        name = args.get("name")
+        if not isinstance(name, str) or not name:
+            return ToolResult("error: argument 'name' must be a skill name", failed=True)
+        skill = ctx.skills.get(name)
+        if skill is None:
+            known = ", ".join(sorted(ctx.skills)) or "none"
+            return ToolResult(f"error: no skill named '{name}'; the skills are: {known}", failed=True)
+        parts = [f"# Skill: {skill.name}", f"Folder: {skill.folder}", "", skill.instructions.strip()]
+        if skill.files:
+            parts += ["", "Files of this skill (absolute paths):"] + [f"- {path}" for path in skill.files]
+        return ToolResult("\n".join(parts) + "\n")
