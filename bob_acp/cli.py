@@ -16,7 +16,8 @@ EXIT_CONFIG = 2
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="bob-acp",
-        description="Bob, a bash-first coding agent, served over the Agent Client Protocol on stdio.",
+        description="Bob, a bash-first coding agent, served over the Agent Client Protocol on stdio. "
+        "`bob-acp chat` is a terminal client for it (see `bob-acp chat --help`).",
     )
     parser.add_argument("--acp", action="store_true", help="serve ACP on stdio (the default; accepted for editors that pass it)")
     parser.add_argument("--config", metavar="PATH", help="configuration file (default: $BOB_CONFIG, else ~/.config/bob/config.yaml)")
@@ -26,7 +27,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["chat"]:
+        from bob_acp.chat import main as chat_main
+
+        return chat_main(argv[1:])
+    args = parse_args(argv)
     from bob_acp import config as config_module
     from bob_acp.exceptions import ConfigError
 
