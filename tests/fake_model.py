@@ -1,0 +1,212 @@
+"""A fake OpenAI-compatible and Anthropic-compatible model server on 127.0.0.1, for tests.
+
+Responses are enqueued in order and served one per request, whatever the path; each request is
+recorded. It can stream scripted SSE (with delays), stall, drop the connection mid-stream,
+answer any status (429 with Retry-After, 500, 401), send garbage, or stream without end. It is
+used in-process by provider tests and across processes by end-to-end tests (point bob at url).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Response:
+    status: int = 200
+    headers: dict = field(default_factory=dict)
+    body: bytes = b""
+    events: list = field(default_factory=list)  # SSE payloads (bytes), streamed one by one
+    delay: float = 0.0  # seconds before each event
+    then: str = "end"  # end | stall | drop | endless
+
+
+def _sse(payload) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return f"data: {data}\n\n".encode()
+
+
+def _named(event: str, payload: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(payload)}\n\n".encode()
+
+
+class FakeModelServer:
+    def __init__(self):
+        self.responses: queue.SimpleQueue = queue.SimpleQueue()
+        self.requests: list[dict] = []
+        self._stop = threading.Event()
+        self._sockets: set[socket.socket] = set()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                server._sockets.add(self.connection)
+                try:
+                    response = server.responses.get_nowait()
+                except queue.Empty:
+                    response = Response(500, body=b'{"error": {"message": "fake model: no response enqueued"}}')
+                server._serve(self, response)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> "FakeModelServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for sock in list(self._sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(5)
+
+    def _serve(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
+        try:
+            handler.send_response(response.status)
+            streaming = bool(response.events) or response.then != "end"
+            headers = {"Content-Type": "text/event-stream" if streaming else "application/json", **response.headers}
+            for key, value in headers.items():
+                handler.send_header(key, value)
+            if streaming:
+                handler.send_header("Connection", "close")
+                handler.end_headers()
+                self._stream(handler, response)
+                handler.close_connection = True
+            else:
+                handler.send_header("Content-Length", str(len(response.body)))
+                handler.end_headers()
+                handler.wfile.write(response.body)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            handler.close_connection = True
+
+    def _stream(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
+        for event in response.events:
+            if response.delay and self._stop.wait(response.delay):
+                return
+            handler.wfile.write(event)
+            handler.wfile.flush()
+        if response.then == "stall":
+            self._stop.wait(120)
+        elif response.then == "drop":
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        elif response.then == "endless":
+            while not self._stop.is_set():
+                handler.wfile.write(_sse({"choices": [{"index": 0, "delta": {"content": "."}}]}))
+                handler.wfile.flush()
+                time.sleep(response.delay or 0.01)
+
+    # ---- building responses --------------------------------------------------------------
+
+    def enqueue(self, *responses: Response) -> "FakeModelServer":
+        for response in responses:
+            self.responses.put(response)
+        return self
+
+    def openai_text(self, text: str, chunks: int = 1, usage: int | None = None, delay: float = 0.0,
+                    then: str = "end", done: bool = True) -> Response:
+        size = max(1, -(-len(text) // chunks))
+        events = [_sse({"choices": [{"index": 0, "delta": {"role": "assistant", "content": text[i:i + size]}}]})
+                  for i in range(0, len(text), size)]
+        if then == "end":
+            events.append(_sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+            if usage is not None:
+                events.append(_sse({"choices": [], "usage": {"prompt_tokens": usage, "completion_tokens": 5}}))
+            if done:
+                events.append(_sse("[DONE]"))
+        return Response(events=events, delay=delay, then=then)
+
+    def openai_tool_call(self, name: str, args: dict, text: str = "", call_id: str = "call_abc",
+                         repeat_name: bool = False, pieces: int = 3, usage: int | None = None) -> Response:
+        encoded = json.dumps(args)
+        size = max(1, -(-len(encoded) // pieces))
+        events = [_sse({"choices": [{"index": 0, "delta": {"content": text}}]})] if text else []
+        for n, i in enumerate(range(0, len(encoded), size)):
+            function = {"arguments": encoded[i:i + size]}
+            part = {"index": 0, "function": function}
+            if n == 0 or repeat_name:
+                part.update({"id": call_id, "type": "function"})
+                function["name"] = name
+            events.append(_sse({"choices": [{"index": 0, "delta": {"tool_calls": [part]}}]}))
+        events.append(_sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
+        if usage is not None:
+            events.append(_sse({"choices": [], "usage": {"prompt_tokens": usage}}))
+        events.append(_sse("[DONE]"))
+        return Response(events=events)
+
+    def anthropic_text(self, text: str, chunks: int = 1, input_tokens: int = 10, delay: float = 0.0,
+                       then: str = "end") -> Response:
+        size = max(1, -(-len(text) // chunks))
+        events = [_named("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": input_tokens}}}),
+                  _named("content_block_start", {"type": "content_block_start", "index": 0,
+                                                 "content_block": {"type": "text", "text": ""}})]
+        events += [_named("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                  "delta": {"type": "text_delta", "text": text[i:i + size]}})
+                   for i in range(0, len(text), size)]
+        if then == "end":
+            events += [_named("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                       _named("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
+                       _named("message_stop", {"type": "message_stop"})]
+        return Response(events=events, delay=delay, then=then)
+
+    def anthropic_tool_call(self, name: str, args: dict, text: str = "", tool_id: str = "toolu_1") -> Response:
+        encoded = json.dumps(args)
+        events = [_named("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 42}}})]
+        index = 0
+        if text:
+            events += [_named("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                       _named("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+                       _named("content_block_stop", {"type": "content_block_stop", "index": 0})]
+            index = 1
+        events.append(_named("content_block_start", {"type": "content_block_start", "index": index,
+                                                     "content_block": {"type": "tool_use", "id": tool_id, "name": name, "input": {}}}))
+        half = len(encoded) // 2
+        for piece in (encoded[:half], encoded[half:]):
+            events.append(_named("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                         "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        events += [_named("content_block_stop", {"type": "content_block_stop", "index": index}),
+                   _named("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+                   _named("message_stop", {"type": "message_stop"})]
+        return Response(events=events)
+
+    def status(self, code: int, body: bytes | dict | None = None, headers: dict | None = None) -> Response:
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        return Response(status=code, body=body or b"", headers=headers or {})
+
+    def garbage(self) -> Response:
+        return Response(events=[b"this is not server-sent events\n", b"\x00\xff{{{\n\n"])
+
+    def raw_events(self, *payloads: str) -> Response:
+        return Response(events=[_sse(p) for p in payloads])

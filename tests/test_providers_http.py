@@ -1,0 +1,223 @@
+"""The OpenAI and Anthropic providers against the fake server, through the real requests path."""
+
+import threading
+import time
+
+import pytest
+import yaml
+
+from bob_acp import config, history
+from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.providers import http as http_module
+from bob_acp.providers.anthropic import AnthropicProvider
+from bob_acp.providers.openai import OpenAIProvider
+from fake_model import FakeModelServer
+
+KEY = "sk-test-very-secret-key-0123456789"
+
+
+@pytest.fixture
+def server():
+    with FakeModelServer() as fake:
+        yield fake
+
+
+@pytest.fixture(autouse=True)
+def fast_backoff(monkeypatch):
+    monkeypatch.setattr(http_module, "BACKOFF_BASE", 0.01)
+
+
+def cfg(tmp_path, server, **model):
+    data = {"model": {"baseUrl": server.url + "/v1", "name": "test-model", "retries": 2, **model}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return config.load(str(path), env={})
+
+
+def messages():
+    call = {"id": "call_1", "ref": "call_1", "name": "bash", "arguments": {"command": "ls"}}
+    return [history.system("be brief"), history.user("hi"), history.assistant("", [call]),
+            history.tool_result(call, "a.txt"), history.user("and now?")]
+
+
+def generate(provider, msgs=None, tools=None, cancel=None):
+    seen = []
+    reply = provider.generate(msgs or messages(), tools or [], seen.append, cancel or threading.Event())
+    return reply, seen
+
+
+def test_openai_streams_text_chunk_by_chunk_and_reports_usage(server, tmp_path):
+    server.enqueue(server.openai_text("Hello there world", chunks=3, usage=1234, delay=0.05))
+    provider = OpenAIProvider(cfg(tmp_path, server), KEY)
+    arrivals = []
+    reply = provider.generate(messages(), [], lambda c: arrivals.append((c, time.monotonic())), threading.Event())
+    assert reply.text == "Hello there world" and reply.input_tokens == 1234 and reply.tool_calls == []
+    assert len(arrivals) == 3 and arrivals[-1][1] - arrivals[0][1] > 0.05  # not buffered to the end
+
+
+def test_openai_request_shape(server, tmp_path):
+    server.enqueue(server.openai_text("ok"))
+    provider = OpenAIProvider(cfg(tmp_path, server, maxTokens=99, temperature=0.2), KEY)
+    spec = {"name": "bash", "description": "run", "parameters": {"type": "object"}}
+    generate(provider, tools=[spec])
+    request = server.requests[0]
+    assert request["path"] == "/v1/chat/completions"
+    assert request["headers"]["Authorization"] == f"Bearer {KEY}"
+    body = request["body"]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 99 and body["temperature"] == 0.2 and body["model"] == "test-model"
+    assert body["tools"] == [{"type": "function", "function": spec}]
+    assistant = body["messages"][2]
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["function"] == {"name": "bash", "arguments": '{"command":"ls"}'}
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"}
+
+
+def test_openai_without_a_key_sends_no_authorization(server, tmp_path):
+    server.enqueue(server.openai_text("ok"))
+    generate(OpenAIProvider(cfg(tmp_path, server), None))
+    assert "Authorization" not in server.requests[0]["headers"]
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_openai_tool_call_deltas_are_assembled(server, tmp_path, repeat):
+    server.enqueue(server.openai_tool_call("bash", {"command": "ls -la", "timeout": 5}, text="Looking", repeat_name=repeat))
+    reply, seen = generate(OpenAIProvider(cfg(tmp_path, server), KEY))
+    assert seen == ["Looking"]
+    assert len(reply.tool_calls) == 1
+    call = reply.tool_calls[0]
+    assert (call.id, call.name, call.arguments) == ("call_abc", "bash", {"command": "ls -la", "timeout": 5})
+
+
+@pytest.mark.parametrize("status, body, line", [
+    (401, {"error": {"message": "invalid API key", "type": "invalid_request_error"}}, "model API 401: invalid API key"),
+    (400, {"error": {"message": "bad\nrequest"}}, "model API 400: bad request"),
+    (404, b"<html>Not Found</html>", "model API 404: <html>Not Found</html>"),
+])
+def test_http_errors_are_one_line_and_never_carry_the_key(server, tmp_path, status, body, line):
+    server.enqueue(server.status(status, body))
+    with pytest.raises(ModelError) as info:
+        generate(OpenAIProvider(cfg(tmp_path, server), KEY))
+    assert str(info.value) == line and KEY not in str(info.value)
+    assert len(server.requests) == 1  # not retried
+
+
+def test_429_with_retry_after_then_success(server, tmp_path):
+    server.enqueue(server.status(429, {"error": {"message": "slow down"}}, {"Retry-After": "0.2"}),
+                   server.openai_text("made it"))
+    started = time.monotonic()
+    reply, _ = generate(OpenAIProvider(cfg(tmp_path, server), KEY))
+    assert reply.text == "made it" and time.monotonic() - started >= 0.2 and len(server.requests) == 2
+
+
+def test_500_then_success_and_retries_exhausted(server, tmp_path):
+    server.enqueue(server.status(500, {"error": {"message": "oops"}}), server.openai_text("fine"))
+    assert generate(OpenAIProvider(cfg(tmp_path, server), KEY))[0].text == "fine"
+    for _ in range(3):
+        server.enqueue(server.status(503, {"error": {"message": "overloaded"}}))
+    with pytest.raises(ModelError, match="model API 503: overloaded"):
+        generate(OpenAIProvider(cfg(tmp_path, server, retries=2), KEY))
+    assert len(server.requests) == 2 + 3
+
+
+def test_connection_refused(tmp_path):
+    import socket
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"model": {"baseUrl": f"http://127.0.0.1:{port}/v1", "retries": 1}}))
+    with pytest.raises(ModelError) as info:
+        generate(OpenAIProvider(config.load(str(path), env={}), KEY))
+    assert str(info.value) == f"model API unreachable: 127.0.0.1:{port}: connection refused"
+
+
+def test_truncated_stream_and_garbage(server, tmp_path):
+    provider = OpenAIProvider(cfg(tmp_path, server), KEY)
+    server.enqueue(server.openai_text("half", then="drop"))
+    with pytest.raises(ModelError, match="ended early|stream broken"):
+        generate(provider)
+    server.enqueue(server.garbage())
+    with pytest.raises(ModelError, match="ended early"):
+        generate(provider)
+    server.enqueue(server.raw_events("{not json"))
+    with pytest.raises(ModelError, match="invalid JSON in its stream"):
+        generate(provider)
+
+
+def test_invalid_tool_arguments(server, tmp_path):
+    provider = OpenAIProvider(cfg(tmp_path, server), KEY)
+    server.enqueue(server.raw_events(
+        '{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"bash","arguments":"{oops"}}]}}]}',
+        '{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}', "[DONE]"))
+    with pytest.raises(ModelError, match="invalid JSON in the arguments of tool call 'bash'"):
+        generate(provider)
+
+
+def test_read_timeout_when_the_server_goes_silent(server, tmp_path):
+    server.enqueue(server.openai_text("start", then="stall"))
+    started = time.monotonic()
+    with pytest.raises(ModelError, match=r"model API timeout: no data for 0.5 s"):
+        generate(OpenAIProvider(cfg(tmp_path, server, timeout=0.5), KEY))
+    assert time.monotonic() - started < 5
+
+
+def test_cancel_closes_a_silent_stream_at_once_and_leaves_no_thread(server, tmp_path):
+    server.enqueue(server.openai_text("start", then="stall"))
+    provider = OpenAIProvider(cfg(tmp_path, server), KEY)
+    cancel = threading.Event()
+    threads_before = threading.active_count()
+    seen = []
+    timer = threading.Timer(0.3, cancel.set)
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        provider.generate(messages(), [], seen.append, cancel)
+    assert time.monotonic() - started < 1.5 and seen == ["start"]
+    timer.join()
+    time.sleep(0.1)
+    assert threading.active_count() <= threads_before + 1  # the fake server's handler may linger
+
+
+def test_cancel_during_backoff(server, tmp_path):
+    server.enqueue(server.status(429, {"error": {"message": "wait"}}, {"Retry-After": "30"}))
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        generate(OpenAIProvider(cfg(tmp_path, server, retries=3), KEY), cancel=cancel)
+    assert time.monotonic() - started < 2
+
+
+def test_anthropic_text_tools_and_request_shape(server, tmp_path):
+    server.enqueue(server.anthropic_tool_call("bash", {"command": "ls"}, text="Let me see"),
+                   server.anthropic_text("Bye", chunks=2, input_tokens=77))
+    provider = AnthropicProvider(cfg(tmp_path, server, baseUrl=server.url), KEY)
+    reply, seen = generate(provider, tools=[{"name": "bash", "description": "run", "parameters": {"type": "object"}}])
+    assert seen == ["Let me see"] and reply.input_tokens == 42
+    assert [(c.id, c.name, c.arguments) for c in reply.tool_calls] == [("toolu_1", "bash", {"command": "ls"})]
+    request = server.requests[0]
+    assert request["path"] == "/v1/messages" and request["headers"]["x-api-key"] == KEY
+    assert request["headers"]["anthropic-version"] == "2023-06-01"
+    body = request["body"]
+    assert body["system"] == "be brief" and body["max_tokens"] == 8192 and body["stream"] is True
+    assert body["tools"] == [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}]
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    assert body["messages"][1]["content"] == [{"type": "tool_use", "id": "call_1", "name": "bash", "input": {"command": "ls"}}]
+    assert body["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt"},
+                                              {"type": "text", "text": "and now?"}]
+    reply, seen = generate(provider)
+    assert reply.text == "Bye" and seen == ["By", "e"] and reply.input_tokens == 77
+
+
+def test_anthropic_errors(server, tmp_path):
+    provider = AnthropicProvider(cfg(tmp_path, server, baseUrl=server.url), KEY)
+    server.enqueue(server.status(401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}))
+    with pytest.raises(ModelError, match="^model API 401: invalid x-api-key$"):
+        generate(provider)
+    server.enqueue(server.raw_events('{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}'))
+    with pytest.raises(ModelError, match="Overloaded"):
+        generate(provider)
+    server.enqueue(server.anthropic_text("cut", then="drop"))
+    with pytest.raises(ModelError, match="ended early|stream broken"):
+        generate(provider)
