@@ -1,0 +1,115 @@
+"""read_file, write_file, edit_file and read_skill on real files."""
+
+import os
+import threading
+
+import pytest
+import yaml
+
+from bob_acp import config, tools
+from bob_acp.skills import Skill
+from bob_acp.tools.base import ToolContext
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"tools": {"maxReadBytes": 64}}))
+    skill = Skill("demo", "A demo.", str(tmp_path / "skills" / "demo"), "Do the demo.\n",
+                  [str(tmp_path / "skills" / "demo" / "run.sh")])
+    work = tmp_path / "work"
+    work.mkdir()
+    return ToolContext(cwd=str(work), config=config.load(str(path), env={}), skills={"demo": skill})
+
+
+def call(tool, ctx, **args):
+    return tools.get(tool).run(args, ctx, threading.Event())
+
+
+def test_registry_order_and_specs():
+    assert [t.name for t in tools.TOOLS] == ["bash", "read_file", "write_file", "edit_file", "read_skill"]
+    assert [s["name"] for s in tools.specs()] == [t.name for t in tools.TOOLS]
+    assert all(s["parameters"]["type"] == "object" and s["description"] for s in tools.specs())
+    assert [t.kind for t in tools.TOOLS] == ["execute", "read", "edit", "edit", "read"]
+    assert [t.needs_permission for t in tools.TOOLS] == [True, True, True, True, False]
+
+
+def test_read_file_whole_offset_limit(ctx):
+    with open(os.path.join(ctx.cwd, "a.txt"), "w") as handle:
+        handle.write("l1\nl2\nl3\nl4\n")
+    assert call("read_file", ctx, path="a.txt").output == "l1\nl2\nl3\nl4\n"
+    result = call("read_file", ctx, path="a.txt", offset=2, limit=2)
+    assert result.output.startswith("l2\nl3\n") and "continue with offset 4" in result.output
+
+
+def test_read_file_cap_binary_dir_missing_home(ctx, tmp_path, monkeypatch):
+    with open(os.path.join(ctx.cwd, "big.txt"), "w") as handle:
+        handle.write("".join(f"line {i}\n" for i in range(100)))
+    result = call("read_file", ctx, path="big.txt")
+    assert result.output.startswith("line 0\n") and "cut at 64 bytes" in result.output and "continue with offset" in result.output
+    with open(os.path.join(ctx.cwd, "bin"), "wb") as handle:
+        handle.write(b"\x00\x01\x02")
+    assert "binary" in call("read_file", ctx, path="bin").output
+    assert call("read_file", ctx, path=".").failed
+    missing = call("read_file", ctx, path="nope.txt")
+    assert missing.failed and "No such file" in missing.output
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "h.txt").write_text("home")
+    assert call("read_file", ctx, path="~/h.txt").output == "home"
+
+
+def test_write_file_new_and_existing_with_diffs(ctx):
+    path = os.path.join(ctx.cwd, "deep", "dir", "f.txt")
+    first = call("write_file", ctx, path="deep/dir/f.txt", content="one\n")
+    assert not first.failed and open(path).read() == "one\n"
+    assert (first.diff.path, first.diff.old_text, first.diff.new_text) == (path, None, "one\n")
+    second = call("write_file", ctx, path="deep/dir/f.txt", content="two\n")
+    assert (second.diff.old_text, second.diff.new_text) == ("one\n", "two\n")
+    assert tools.get("write_file").locations({"path": "deep/dir/f.txt"}, ctx.cwd) == [path]
+
+
+def test_write_file_keeps_mode_and_follows_symlinks(ctx):
+    real = os.path.join(ctx.cwd, "real.sh")
+    with open(real, "w") as handle:
+        handle.write("old")
+    os.chmod(real, 0o755)
+    os.symlink(real, os.path.join(ctx.cwd, "link.sh"))
+    call("write_file", ctx, path="link.sh", content="new")
+    assert os.path.islink(os.path.join(ctx.cwd, "link.sh")) and open(real).read() == "new"
+    assert os.stat(real).st_mode & 0o777 == 0o755
+    assert [n for n in os.listdir(ctx.cwd) if n.endswith(".tmp")] == []
+
+
+def test_edit_file_rules(ctx):
+    path = os.path.join(ctx.cwd, "e.txt")
+    with open(path, "w") as handle:
+        handle.write("a b a\r\nc\r\n")
+    once = call("edit_file", ctx, path="e.txt", old_string="c", new_string="C")
+    assert not once.failed and open(path, newline="").read() == "a b a\r\nC\r\n"
+    assert once.diff.old_text == "a b a\r\nc\r\n"
+    many = call("edit_file", ctx, path="e.txt", old_string="a", new_string="x")
+    assert many.failed and "appears 2 times" in many.output
+    every = call("edit_file", ctx, path="e.txt", old_string="a", new_string="x", replace_all=True)
+    assert not every.failed and open(path, newline="").read() == "x b x\r\nC\r\n"
+    assert "not found" in call("edit_file", ctx, path="e.txt", old_string="zzz", new_string="y").output
+    assert "empty" in call("edit_file", ctx, path="e.txt", old_string="", new_string="y").output
+    assert "no such file" in call("edit_file", ctx, path="none.txt", old_string="a", new_string="b").output
+
+
+@pytest.mark.parametrize("name, args, problem", [
+    ("read_file", {}, "'path'"), ("read_file", {"path": 3}, "'path'"), ("read_file", {"path": "a", "offset": "2"}, "'offset'"),
+    ("write_file", {"path": "a"}, "'content'"), ("edit_file", {"path": "a", "old_string": "x"}, "'new_string'"),
+    ("edit_file", {"path": "a", "old_string": "x", "new_string": "y", "replace_all": "yes"}, "'replace_all'"),
+    ("read_file", {"path": "a\x00b"}, "NUL"),
+])
+def test_argument_errors_are_results(ctx, name, args, problem):
+    result = tools.get(name).run(args, ctx, threading.Event())
+    assert result.failed and problem in result.output
+
+
+def test_read_skill(ctx):
+    result = call("read_skill", ctx, name="demo")
+    assert "Do the demo." in result.output and ctx.skills["demo"].files[0] in result.output
+    unknown = call("read_skill", ctx, name="nope")
+    assert unknown.failed and "demo" in unknown.output
+    assert tools.get("read_skill").title({"name": "demo"}) == "read_skill: demo"
