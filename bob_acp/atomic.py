@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 
 def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
@@ -23,6 +22,8 @@ def atomic_write(path: str, data: bytes, mode: int | None = None) -> None:
             umask = os.umask(0)
             os.umask(umask)
             mode = 0o666 & ~umask
+    import tempfile  # lazy: start-up does not write files
+
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:

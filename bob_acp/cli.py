@@ -75,7 +75,8 @@ def serve(cfg: Any) -> int:
     env = dict(os.environ)
     logging_setup.add_secret(providers.api_key(cfg, env))
     provider = providers.make_provider(cfg, env)
-    _banner(log, cfg, provider, skills.discover(os.getcwd(), cfg))
+    cwd = os.getcwd()
+    logging_setup.defer(lambda: _banner(log, cfg, provider, skills.discover(cwd, cfg)))
 
     writer = Writer(out_fd)
     server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env))
@@ -94,6 +95,7 @@ def serve(cfg: Any) -> int:
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")
+    logging_setup.flush(0.5)
     return 0
 
 

@@ -1,15 +1,24 @@
-"""Logging: structlog to stderr (or the configured file). Nothing here ever touches stdout."""
+"""Logging: structlog to stderr (or the configured file). Nothing here ever touches stdout.
+
+Log calls only queue the event; one log thread formats and writes it. That thread imports
+structlog (which pulls in asyncio: ~80 ms) a moment after start-up, so answering `initialize`
+never waits for it, and a slow stderr never slows a turn.
+"""
 
 from __future__ import annotations
 
 import logging
+import queue
 import sys
-from typing import Any, TextIO
-
-import structlog
+import threading
+import time
+from typing import Any, Callable, TextIO
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+IMPORT_DELAY = 0.15  # seconds the log thread leaves the start-up path alone
 _secrets: list[str] = []
+_state: dict[str, Any] = {"level": logging.INFO, "thread": None}
+_queue: queue.SimpleQueue = queue.SimpleQueue()
 
 
 def add_secret(value: str | None) -> None:
@@ -28,10 +37,8 @@ def _redact(text: str) -> str:
 def _redact_processor(_logger: Any, _name: str, event: dict) -> dict:
     if _secrets:
         for key, value in event.items():
-            if isinstance(value, str):
-                event[key] = _redact(value)
-            elif key == "exception" or not isinstance(value, (int, float, bool, type(None))):
-                event[key] = _redact(str(value)) if not isinstance(value, str) else value
+            if not isinstance(value, (int, float, bool, type(None))):
+                event[key] = _redact(value if isinstance(value, str) else str(value))
     return event
 
 
@@ -41,9 +48,9 @@ def _json_renderer(_logger: Any, _name: str, event: dict) -> str:
     return orjson.dumps(event, default=str).decode()
 
 
-def setup(level: str = "info", fmt: str = "console", file: str | None = None) -> TextIO:
-    """Configure structlog once for the process; returns the stream logs go to."""
-    stream: TextIO = open(file, "a", encoding="utf-8", buffering=1) if file else sys.stderr
+def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
+    import structlog
+
     renderer = _json_renderer if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
     structlog.configure(
         processors=[
@@ -53,12 +60,88 @@ def setup(level: str = "info", fmt: str = "console", file: str | None = None) ->
             _redact_processor,
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=True,
     )
+    return structlog.get_logger
+
+
+def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
+    time.sleep(delay)
+    get_logger = _configure(level, fmt, stream)
+    loggers: dict[str, Any] = {}
+    while True:
+        item = _queue.get()
+        if item is None:
+            return
+        if isinstance(item, threading.Event):  # a flush marker
+            item.set()
+            continue
+        if callable(item):
+            try:
+                item()
+            except Exception as exc:  # a deferred job must not end logging
+                item = ("error", "bob", f"deferred log job failed: {exc!r}", {})
+            else:
+                continue
+        method, name, event, fields = item
+        logger = loggers.get(name) or loggers.setdefault(name, get_logger(name))
+        try:
+            getattr(logger, method)(event, **fields)
+        except Exception:  # a broken stream must not take the process down
+            pass
+
+
+def setup(level: str = "info", fmt: str = "console", file: str | None = None, delay: float = IMPORT_DELAY) -> TextIO:
+    """Start the log thread (once per process); returns the stream logs go to."""
+    stream: TextIO = open(file, "a", encoding="utf-8", buffering=1) if file else sys.stderr
+    _state["level"] = _LEVELS[level]
+    if _state["thread"] is None:
+        thread = threading.Thread(target=_run, args=(_LEVELS[level], fmt, stream, delay), name="bob-log", daemon=True)
+        _state["thread"] = thread
+        thread.start()
     return stream
 
 
-def get(name: str = "bob", **bound: Any) -> Any:
-    return structlog.get_logger(name, **bound)
+def defer(job: Callable[[], None]) -> None:
+    """Run `job` on the log thread, after start-up (work whose only purpose is to log)."""
+    _queue.put(job)
+
+
+def flush(timeout: float = 1.0) -> bool:
+    """Wait until everything logged so far is written."""
+    if _state["thread"] is None:
+        return True
+    done = threading.Event()
+    _queue.put(done)
+    return done.wait(timeout)
+
+
+class Logger:
+    """The call sites' logger: cheap, thread-safe, never blocks on the stream."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _log(self, method: str, level: int, event: str, fields: dict) -> None:
+        if level >= _state["level"]:
+            _queue.put((method, self.name, event, fields))
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._log("debug", logging.DEBUG, event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._log("info", logging.INFO, event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._log("warning", logging.WARNING, event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._log("error", logging.ERROR, event, fields)
+
+
+def get(name: str = "bob") -> Logger:
+    return Logger(name)

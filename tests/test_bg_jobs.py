@@ -33,10 +33,10 @@ def pid_of(tmp_path, job_id):
 def alive(pid):
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_job_outlives_the_bash_call_that_started_it(job, tmp_path):
@@ -73,8 +73,12 @@ def test_status_log_list_and_stop_kill_the_whole_group(job, tmp_path):
     assert f"{job_id}\trunning\t" in job("list").stdout
     pid = pid_of(tmp_path, job_id)
     assert "stopped" in job("stop", job_id, "1").stdout
-    time.sleep(0.2)
-    members = [p for p in os.listdir("/proc") if p.isdigit() and _pgid(p) == pid]
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        members = [p for p in os.listdir("/proc") if p.isdigit() and _pgid(p) == pid and alive(int(p))]
+        if not members:
+            break
+        time.sleep(0.05)
     assert members == []
     assert f"{job_id}\texited\t" in job("list").stdout
 

@@ -49,6 +49,8 @@ def test_load_session_is_advertised_only_when_sessions_are_enabled(spawn_bob):
 def test_a_5_mib_line_is_refused_without_holding_it_and_the_next_frame_is_answered(spawn_bob):
     bob = spawn_bob()
     bob.initialize()
+    bob.wait_stderr("[acp] initialize")  # warmed up: the log thread has loaded structlog
+    bob.wait_stderr("bob 0.11.0")
     before = vm(bob.pid, "VmHWM")
     bob.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"' + b"x" * (5 << 20) + b'"}}\n')
     frame = bob.read_frame()
