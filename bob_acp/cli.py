@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 from bob_acp import __version__
@@ -13,7 +13,9 @@ from bob_acp import __version__
 EXIT_CONFIG = 2
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
+def parse_args(argv: list[str]) -> Any:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="bob-acp",
         description="Bob, a bash-first coding agent, served over the Agent Client Protocol on stdio. "
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         from bob_acp.chat import main as chat_main
 
         return chat_main(argv[1:])
-    args = parse_args(argv)
+    # What editors run (`bob-acp`, `bob-acp --acp`) skips argparse: start-up time is the editor's.
+    args = parse_args(argv) if argv not in ([], ["--acp"]) else SimpleNamespace(config=None, check=False)
     from bob_acp import config as config_module
     from bob_acp.exceptions import ConfigError
 
@@ -64,7 +67,7 @@ def _guard_stdio() -> tuple[int, Any]:
 
 def serve(cfg: Any) -> int:
     from bob_acp import log as logging_setup
-    from bob_acp import providers, skills, tools
+    from bob_acp import providers
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.jsonrpc.streams import Writer
@@ -76,7 +79,7 @@ def serve(cfg: Any) -> int:
     logging_setup.add_secret(providers.api_key(cfg, env))
     provider = providers.make_provider(cfg, env)
     cwd = os.getcwd()
-    logging_setup.defer(lambda: _banner(log, cfg, provider, skills.discover(cwd, cfg)))
+    logging_setup.defer(lambda: _banner(log, cfg, provider, cwd))
 
     writer = Writer(out_fd)
     server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env))
@@ -91,7 +94,10 @@ def serve(cfg: Any) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     endpoint.serve(in_stream)
-    tools.kill_all()
+    if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
+        import importlib
+
+        importlib.import_module("bob_acp.tools").kill_all()  # waits if the warm-up is importing it
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")
@@ -99,7 +105,10 @@ def serve(cfg: Any) -> int:
     return 0
 
 
-def _banner(log: Any, cfg: Any, provider: Any, catalog: Any) -> None:
+def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:
+    from bob_acp import skills
+
+    catalog = skills.discover(cwd, cfg)
     model = f"{cfg.model.provider}/{cfg.model.name}" if provider is not None else f"{cfg.model.provider} (not configured)"
     names = ", ".join(catalog.skills) or "none"
     source = cfg.source or "defaults"

@@ -7,14 +7,12 @@ reference mirrors it. An unknown key or a wrong type raises ConfigError naming t
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bob_acp.exceptions import ConfigError
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     kind: str  # str | int | number | bool | list[str] | enum
     default: Any
     nullable: bool = False

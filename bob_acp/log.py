@@ -7,18 +7,19 @@ never waits for it, and a slow stderr never slows a turn.
 
 from __future__ import annotations
 
-import logging
 import queue
 import sys
 import threading
-import time
 from typing import Any, Callable, TextIO
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+# The standard library's numbers, without importing `logging` at start-up.
+DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
+_LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
 IMPORT_DELAY = 0.15  # seconds the log thread leaves the start-up path alone
 _secrets: list[str] = []
-_state: dict[str, Any] = {"level": logging.INFO, "thread": None}
+_state: dict[str, Any] = {"level": INFO, "thread": None}
 _queue: queue.SimpleQueue = queue.SimpleQueue()
+_hurry = threading.Event()  # set by flush(): no more waiting for start-up to pass
 
 
 def add_secret(value: str | None) -> None:
@@ -68,7 +69,7 @@ def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
 
 
 def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
-    time.sleep(delay)
+    _hurry.wait(delay)
     get_logger = _configure(level, fmt, stream)
     loggers: dict[str, Any] = {}
     while True:
@@ -115,6 +116,7 @@ def flush(timeout: float = 1.0) -> bool:
         return True
     done = threading.Event()
     _queue.put(done)
+    _hurry.set()
     return done.wait(timeout)
 
 
@@ -131,16 +133,16 @@ class Logger:
             _queue.put((method, self.name, event, fields))
 
     def debug(self, event: str, **fields: Any) -> None:
-        self._log("debug", logging.DEBUG, event, fields)
+        self._log("debug", DEBUG, event, fields)
 
     def info(self, event: str, **fields: Any) -> None:
-        self._log("info", logging.INFO, event, fields)
+        self._log("info", INFO, event, fields)
 
     def warning(self, event: str, **fields: Any) -> None:
-        self._log("warning", logging.WARNING, event, fields)
+        self._log("warning", WARNING, event, fields)
 
     def error(self, event: str, **fields: Any) -> None:
-        self._log("error", logging.ERROR, event, fields)
+        self._log("error", ERROR, event, fields)
 
 
 def get(name: str = "bob") -> Logger:

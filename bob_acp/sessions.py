@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import os
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,7 @@ MAX_FILE_BYTES = 512 * 1024 * 1024
 
 def new_id(now: datetime.datetime | None = None) -> str:
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(4)
+    return now.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(4).hex()
 
 
 def valid_id(value: Any) -> bool:

@@ -9,16 +9,25 @@ from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
 from typing import Any
 
-from bob_acp import __version__, engine, history, sessions, skills, system_prompt, tools
+from bob_acp import __version__, history
 from bob_acp.acp import prompt as prompts
 from bob_acp.acp import protocol as p
+from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc.endpoint import Endpoint, Outcome, Reply, Route
 from bob_acp.jsonrpc.errors import RpcError
-from bob_acp.exceptions import Cancelled
-from bob_acp.tools.base import ToolResult
+from bob_acp.lazy import LazyModule, warm
+
+# Not needed to answer `initialize`: loaded on first use, or warmed once initialize is answered.
+engine = LazyModule("bob_acp.engine")
+sessions = LazyModule("bob_acp.sessions")
+skills = LazyModule("bob_acp.skills")
+system_prompt = LazyModule("bob_acp.system_prompt")
+tools = LazyModule("bob_acp.tools")
+compress = LazyModule("bob_acp.compress")
 
 DEFAULT_MAX_SESSIONS = 1024
 
@@ -43,7 +52,8 @@ class AgentServer:
         self.cfg = cfg
         self.log = log
         self.provider = provider
-        self.engine = engine.Engine(cfg, provider, no_model_message, log)
+        self._no_model_message = no_model_message
+        self._engine: Any = None
         self.auth_methods = list(auth_methods or [])
         self._authenticate_hook = authenticate
         self.endpoint: Endpoint | None = None
@@ -54,6 +64,12 @@ class AgentServer:
         self.closing = threading.Event()
         self.initialized = False
         self.authenticated = not self.auth_methods
+
+    @property
+    def engine(self) -> Any:
+        if self._engine is None:
+            self._engine = engine.Engine(self.cfg, self.provider, self._no_model_message, self.log)
+        return self._engine
 
     # ---- wiring ---------------------------------------------------------------------------
 
@@ -81,7 +97,8 @@ class AgentServer:
             held = list(self.sessions.values()) + list(self.draining.values())
         for session in held:
             session.cancel_all()
-        tools.kill_all()
+        if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
+            tools.kill_all()
 
     def _unsupported(self, method: str):
         def handler(_params: dict) -> None:
@@ -96,15 +113,16 @@ class AgentServer:
 
     # ---- initialize / authenticate ---------------------------------------------------------
 
-    def initialize(self, params: dict) -> dict:
+    def initialize(self, params: dict) -> Any:
         version = params.get("protocolVersion")
         if isinstance(version, bool) or not isinstance(version, int):
             raise RpcError.invalid_params("protocolVersion: must be an integer")
         info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         name, client_version = info.get("name", "unknown"), info.get("version", "")
         self.log.info(f"[acp] initialize: client {name} {client_version}, protocol {version}".replace("  ", " "))
+        first = not self.initialized
         self.initialized = True
-        return {
+        result = {
             "protocolVersion": p.PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": bool(self.cfg.sessions.enabled),
@@ -114,6 +132,9 @@ class AgentServer:
             "agentInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__},
             "authMethods": self.auth_methods,
         }
+        if first:
+            return Reply(result, after=lambda: warm(engine, sessions, skills, system_prompt, tools, compress))
+        return result
 
     def authenticate(self, params: dict) -> dict:
         if not self.initialized:
@@ -276,8 +297,6 @@ class AgentServer:
         return {"stopReason": p.END_TURN}
 
     def _command_compact(self, session: Session, cancel: threading.Event) -> dict:
-        from bob_acp import compress
-
         conv = session.conv
         if self.provider is None:
             line = "[compact: failed, history kept: no model is configured]"
@@ -359,7 +378,7 @@ class TurnSink:
     def tool_running(self, call: engine.Call) -> None:
         self.server._update(self.sid, p.tool_call_update(call.ref, "in_progress"))
 
-    def tool_finished(self, call: engine.Call, result: ToolResult) -> None:
+    def tool_finished(self, call: engine.Call, result: Any) -> None:
         if result.diff is not None:
             content = [p.diff_content(result.diff.path, result.diff.old_text, result.diff.new_text)]
         else:

@@ -16,7 +16,6 @@ import collections
 import itertools
 import threading
 import traceback
-from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
 
 import orjson
@@ -31,28 +30,34 @@ _STOP = object()
 _NO_ID = object()
 
 
-@dataclass
 class Route:
-    handler: Callable[[dict], Any]
-    worker: bool = False  # run on a worker thread (long handlers: prompts, loads)
+    __slots__ = ("handler", "worker")
+
+    def __init__(self, handler: Callable[[dict], Any], worker: bool = False):
+        self.handler = handler
+        self.worker = worker  # run on a worker thread (long handlers: prompts, loads)
 
 
-@dataclass
 class Reply:
     """A handler result with work to run once the response has been queued for writing
     (e.g. a notification that must follow the response)."""
 
-    result: Any
-    after: Callable[[], None] | None = None
+    __slots__ = ("result", "after")
+
+    def __init__(self, result: Any, after: Callable[[], None] | None = None):
+        self.result = result
+        self.after = after
 
 
-@dataclass
 class Outcome:
     """What came back for one of Bob's own requests."""
 
-    result: Any = None
-    error: Any = None  # the error object, or a string saying why there is no valid answer
-    closed: bool = False  # no answer: cancelled by us, or the connection ended
+    __slots__ = ("result", "error", "closed")
+
+    def __init__(self, result: Any = None, error: Any = None, closed: bool = False):
+        self.result = result
+        self.error = error  # the error object, or a string saying why there is no valid answer
+        self.closed = closed  # no answer: cancelled by us, or the connection ended
 
     @property
     def ok(self) -> bool:

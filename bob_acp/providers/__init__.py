@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bob_acp.providers.base import Provider, Reply, ToolCall  # noqa: F401
+from bob_acp.providers.base import Provider
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

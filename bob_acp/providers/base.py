@@ -18,22 +18,31 @@ in tool arguments, garbage.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 
-@dataclass
 class ToolCall:
-    id: str
-    name: str
-    arguments: dict
+    __slots__ = ("id", "name", "arguments")
+
+    def __init__(self, id: str, name: str, arguments: dict):
+        self.id = id
+        self.name = name
+        self.arguments = arguments
+
+    def __repr__(self) -> str:
+        return f"ToolCall({self.id!r}, {self.name!r}, {self.arguments!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ToolCall) and (self.id, self.name, self.arguments) == (other.id, other.name, other.arguments)
 
 
-@dataclass
 class Reply:
-    text: str = ""
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    input_tokens: int | None = None  # the prompt's size as the provider counted it, when it said
+    __slots__ = ("text", "tool_calls", "input_tokens")
+
+    def __init__(self, text: str = "", tool_calls: list[ToolCall] | None = None, input_tokens: int | None = None):
+        self.text = text
+        self.tool_calls = tool_calls or []
+        self.input_tokens = input_tokens  # the prompt's size as the provider counted it, when it said
 
 
 class Provider(Protocol):

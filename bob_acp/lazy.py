@@ -1,0 +1,38 @@
+"""Modules imported on first use: answering `initialize` must not wait for the engine's imports."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from types import ModuleType
+from typing import Any
+
+
+class LazyModule:
+    """Stands for a module until an attribute is read, then is that module's attribute."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._module: ModuleType | None = None
+
+    def load(self) -> ModuleType:
+        if self._module is None:
+            self._module = importlib.import_module(self._name)
+        return self._module
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self.load(), attr)
+
+
+def warm(*modules: LazyModule) -> None:
+    """Import these on a background thread (after start-up), so the first real use is quick."""
+    def run() -> None:
+        for module in modules:
+            try:
+                module.load()
+            except Exception:  # the real use will raise it where it can be reported
+                pass
+
+    threading.Thread(target=run, name="bob-warm-up", daemon=True).start()
