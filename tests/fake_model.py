@@ -122,10 +122,14 @@ class FakeModelServer:
         elif response.then == "drop":
             handler.connection.shutdown(socket.SHUT_RDWR)
         elif response.then == "endless":
+            piece = response.body.decode() or "."
+            event = _sse({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "c", "function": {"name": "bash", "arguments": piece}}]}}]})
             while not self._stop.is_set():
-                handler.wfile.write(_sse({"choices": [{"index": 0, "delta": {"content": "."}}]}))
-                handler.wfile.flush()
-                time.sleep(response.delay or 0.01)
+                handler.wfile.write(event)
+                if response.delay:
+                    handler.wfile.flush()
+                    time.sleep(response.delay)
 
     # ---- building responses --------------------------------------------------------------
 
@@ -204,6 +208,10 @@ class FakeModelServer:
         if isinstance(body, dict):
             body = json.dumps(body).encode()
         return Response(status=code, body=body or b"", headers=headers or {})
+
+    def endless(self, chunk: str = ".", delay: float = 0.0) -> Response:
+        """A stream that never ends: tool-call argument deltas forever (nothing for the client)."""
+        return Response(body=chunk.encode(), delay=delay, then="endless")
 
     def garbage(self) -> Response:
         return Response(events=[b"this is not server-sent events\n", b"\x00\xff{{{\n\n"])

@@ -73,7 +73,7 @@ class AnthropicProvider:
         headers = {"Content-Type": "application/json", "anthropic-version": VERSION, "Accept": "text/event-stream"}
         if self._key:
             headers["x-api-key"] = self._key
-        with stream_lines(self.url, headers, body, self.cfg, cancel, error_message) as lines:
+        with stream_lines(self.url, headers, body, self.cfg, cancel, error_message, self._key) as lines:
             return self._read(lines, on_text)
 
     def _read(self, lines: Any, on_text: Callable[[str], None]) -> Reply:

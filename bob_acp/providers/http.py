@@ -21,6 +21,7 @@ TOTAL_BUDGET = 300.0  # seconds all attempts of one call may take
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # far past any real reply: a server that never stops is cut off
 _session_lock = threading.Lock()
 _session: Any = None
 
@@ -37,12 +38,25 @@ def _requests_session() -> Any:
 
 @contextmanager
 def stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threading.Event,
-                 error_message: Callable[[Any], str | None], total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
+                 error_message: Callable[[Any], str | None], secret: str | None = None,
+                 total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
     """POST `body` and yield an iterator over the response's lines (decoded UTF-8).
 
     Retries 429/5xx/connection errors before any byte reached the caller; raises ModelError
-    (one line, never the key) or Cancelled.
+    (one line, never the key: servers echo it in their errors) or Cancelled.
     """
+    try:
+        with _stream_lines(url, headers, body, cfg, cancel, error_message, total_budget) as lines:
+            yield lines
+    except ModelError as exc:
+        if secret and secret in str(exc):
+            raise ModelError(str(exc).replace(secret, "[redacted]")) from None
+        raise
+
+
+@contextmanager
+def _stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threading.Event,
+                  error_message: Callable[[Any], str | None], total_budget: float) -> Iterator[Iterator[str]]:
     import requests
 
     deadline = time.monotonic() + total_budget
@@ -107,10 +121,14 @@ def _arriving_lines(raw: Any) -> Iterator[bytes]:
     model tokens must not). urllib3 2's read1 returns what is there, chunked or not."""
     read = raw.read1 if hasattr(raw, "read1") else (lambda _size: raw.read(1))
     buffer = b""
+    total = 0
     while True:
         data = read(65536)
         if not data:
             break
+        total += len(data)
+        if total > MAX_REPLY_BYTES:
+            raise ModelError(f"model API reply exceeded {MAX_REPLY_BYTES // (1024 * 1024)} MiB: stream stopped")
         buffer += data
         if b"\n" in buffer:
             *lines, buffer = buffer.split(b"\n")

@@ -78,7 +78,7 @@ class OpenAIProvider:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        with stream_lines(self.url, headers, body, self.cfg, cancel, error_message) as lines:
+        with stream_lines(self.url, headers, body, self.cfg, cancel, error_message, self._key) as lines:
             return self._read(lines, on_text)
 
     def _read(self, lines: Any, on_text: Callable[[str], None]) -> Reply:
