@@ -106,6 +106,8 @@ def test_invalid_json_is_a_parse_error_with_null_id(harness, raw):
     {"jsonrpc": "2.0", "id": {"a": 1}, "method": "echo"},
     {"jsonrpc": "2.0", "id": [1], "method": "echo"},
     {"jsonrpc": "2.0", "id": True, "method": "echo"},
+    {"jsonrpc": "2.0", "id": 0.5, "method": "echo"},
+    {"jsonrpc": "2.0", "id": 1e30, "method": "echo"},
     {"jsonrpc": "2.0", "id": 1, "method": 5},
     [{"jsonrpc": "2.0", "id": 1, "method": "echo"}],
     "hello",

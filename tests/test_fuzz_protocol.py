@@ -6,6 +6,7 @@ validates each against the ACP schema), and must have answered each request exac
 
 import itertools
 import json
+import os
 
 import orjson
 import pytest
@@ -91,7 +92,8 @@ def live_bob(tmp_path_factory):
 _sentinels = itertools.count()
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=bool(os.environ.get("CI")))  # CI: reproducible; locally: new cases every run
 @given(data=st.data())
 def test_random_and_mutated_frames_never_break_bob(live_bob, data):
     bob, sid = live_bob
@@ -101,7 +103,7 @@ def test_random_and_mutated_frames_never_break_bob(live_bob, data):
         decoded = json.loads(raw)
         if isinstance(decoded, dict) and "method" in decoded and "id" in decoded:
             sent_id = decoded["id"]
-    except ValueError:
+    except (ValueError, RecursionError):  # the test's own parser gives up on deep nesting; Bob must not
         pass
     bob.send_raw(raw.replace(b"\n", b" ") + b"\n")
     sentinel = f"sentinel-{next(_sentinels)}"
@@ -118,7 +120,7 @@ def test_random_and_mutated_frames_never_break_bob(live_bob, data):
             break
         answered.append(frame["id"])
     assert bob.proc.proc.poll() is None, "bob died"
-    if sent_id is not None and not isinstance(sent_id, bool) and isinstance(sent_id, (str, int, float)) \
+    if sent_id is not None and not isinstance(sent_id, bool) and isinstance(sent_id, (str, int)) \
             and decoded.get("jsonrpc") == "2.0" and isinstance(decoded.get("method"), str):
         if decoded["method"] == "session/prompt" and answered.count(sent_id) == 0:
             # a prompt runs on a worker: its answer may follow the sentinel's

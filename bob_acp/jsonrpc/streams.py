@@ -28,27 +28,35 @@ def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes 
     past the cap the gathered part is dropped, the rest is read and thrown away chunk by chunk,
     and reading goes on with the next line.
     """
+    readline = stream.readline
     while True:
+        chunk = readline(_DISCARD_CHUNK)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n") and len(chunk) <= max_frame + 1:
+            yield chunk[:-1]  # the common case: a whole line in one read, one copy
+            continue
         line = bytearray()
         oversized = 0
         while True:
-            chunk = stream.readline(_DISCARD_CHUNK)
-            if not chunk:
-                break
             ended = chunk.endswith(b"\n")
+            size = len(chunk) - ended
             if oversized:
-                oversized += len(chunk) - ended
-            elif len(line) + len(chunk) - ended > max_frame:
-                oversized = len(line) + len(chunk) - ended
+                oversized += size
+            elif len(line) + size > max_frame:
+                oversized = len(line) + size
                 line = bytearray()
             else:
-                line += chunk
+                line += chunk[:size]
             if ended:
+                break
+            chunk = readline(_DISCARD_CHUNK)
+            if not chunk:
                 break
         if oversized:
             yield Oversized(oversized)
         elif line:
-            yield bytes(line[:-1]) if line.endswith(b"\n") else bytes(line)
+            yield bytes(line)
         if not chunk:
             return
 
