@@ -30,14 +30,17 @@ BOB = [PY, "-m", "bob_acp"]
 PEER = [PY, os.path.join(HERE, "peer_echo_agent.py")]
 
 
-try:
-    from orjson import loads
+try:  # the client must cost as little as possible, for both agents
+    from orjson import dumps, loads
 except ImportError:  # the benchmark also runs where only the standard library is
     loads = json.loads
 
+    def dumps(obj):
+        return json.dumps(obj).encode()
+
 
 def frame(msg_id, method, params):
-    return (json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}) + "\n").encode()
+    return dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}) + b"\n"
 
 
 INIT = {"protocolVersion": 1, "clientCapabilities": {}}
@@ -288,6 +291,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default="bench-results.json")
+    parser.add_argument("--only", default="", help="comma-separated: cold,throughput,latency,stream,memory,cancel,load")
     args = parser.parse_args()
     reps = {"cold": 8 if args.quick else 20, "requests": 20000, "latency": 500 if args.quick else 3000,
             "cancel": 5 if args.quick else 20, "stream": 50000, "load": 10000}
@@ -295,15 +299,48 @@ def main():
     try:
         env, project, script = write_setup(root)
         # The cancel script needs a per-run marker in the command: rewrite the sleep reply per run.
-        results = run_all(env, project, script, reps)
+        results = run_all(env, project, script, reps, set(filter(None, args.only.split(","))))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(results, args.json)
 
 
-def run_all(env, project, script, reps):
+def run_all(env, project, script, reps, only):
     r: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                "reps": reps}
+
+    def wanted(name):
+        return not only or name in only
+
+    if wanted("cold"):
+        measure_cold(r, env, project, reps)
+    if wanted("throughput"):
+        for name, cmd in (("bob", BOB), ("peer", PEER)):
+            r[f"{name}_throughput_rps"], r[f"{name}_throughput_exact"] = throughput(cmd, env, project, reps["requests"])
+    if wanted("latency"):
+        for name, cmd in (("bob", BOB), ("peer", PEER)):
+            r[f"{name}_latency_p50_us"], r[f"{name}_latency_p99_us"] = latency(cmd, env, project, reps["latency"])
+    if wanted("stream"):
+        for name, cmd, text in (("bob", BOB, "stream please"), ("peer", PEER, f"stream {reps['stream']}")):
+            r[f"{name}_stream_cps"], r[f"{name}_first_chunk_ms"], r[f"{name}_stream_complete"] = streaming(
+                cmd, env, project, reps["stream"], text)
+    if wanted("memory"):
+        for name, cmd in (("bob", BOB), ("peer", PEER)):
+            r[f"{name}_idle_rss_mb"] = idle_rss(cmd, env, project) / 1e6
+        gib, prompt = memory_peaks(env, project)
+        r["bob_1gib_output_added_mb"], r["bob_3_5mib_prompt_added_mb"] = gib / 1e6, prompt / 1e6
+    if wanted("cancel"):
+        with open(script) as handle:
+            text = handle.read()
+        with open(script, "w") as handle:  # one marker per cancel, findable in /proc
+            handle.write(text.replace("sleep 300.$(echo BENCH)", "sleep 300.$$"))
+        r["bob_cancel_p50_ms"], r["bob_cancel_p99_ms"], r["bob_cancel_survivors"] = cancel_latency(env, project, reps["cancel"])
+    if wanted("load"):
+        r["bob_load_10k_s"], r["bob_load_ok"] = load_time(env, project, reps["load"])
+    return r
+
+
+def measure_cold(r, env, project, reps):
     cold = {"bob": [], "peer": []}
     for _ in range(reps["cold"]):  # alternating
         for name, cmd in (("bob", BOB), ("peer", PEER)):
@@ -311,24 +348,6 @@ def run_all(env, project, script, reps):
     for name in cold:
         r[f"{name}_cold_start_ms"] = statistics.median(c[0] for c in cold[name])
         r[f"{name}_shutdown_ms"] = statistics.median(c[1] for c in cold[name])
-    for name, cmd in (("bob", BOB), ("peer", PEER)):
-        r[f"{name}_throughput_rps"], r[f"{name}_throughput_exact"] = throughput(cmd, env, project, reps["requests"])
-    for name, cmd in (("bob", BOB), ("peer", PEER)):
-        r[f"{name}_latency_p50_us"], r[f"{name}_latency_p99_us"] = latency(cmd, env, project, reps["latency"])
-    for name, cmd, text in (("bob", BOB, "stream please"), ("peer", PEER, f"stream {reps['stream']}")):
-        r[f"{name}_stream_cps"], r[f"{name}_first_chunk_ms"], r[f"{name}_stream_complete"] = streaming(
-            cmd, env, project, reps["stream"], text)
-    for name, cmd in (("bob", BOB), ("peer", PEER)):
-        r[f"{name}_idle_rss_mb"] = idle_rss(cmd, env, project) / 1e6
-    with open(script) as handle:
-        text = handle.read()
-    with open(script, "w") as handle:  # one marker per cancel, findable in /proc
-        handle.write(text.replace("sleep 300.$(echo BENCH)", "sleep 300.$$"))
-    r["bob_cancel_p50_ms"], r["bob_cancel_p99_ms"], r["bob_cancel_survivors"] = cancel_latency(env, project, reps["cancel"])
-    gib, prompt = memory_peaks(env, project)
-    r["bob_1gib_output_added_mb"], r["bob_3_5mib_prompt_added_mb"] = gib / 1e6, prompt / 1e6
-    r["bob_load_10k_s"], r["bob_load_ok"] = load_time(env, project, reps["load"])
-    return r
 
 
 TARGETS = [
@@ -361,18 +380,24 @@ def report(r, path):
     print(f"\nmachine: {r['machine']}")
     print(f"{'measure':44} {'bob':>12} {'peer (SDK)':>12} {'bob/peer':>9}")
     for label, a, b in rows:
-        print(f"{label:44} {r[a]:12.1f} {r[b]:12.1f} {ratio(a, b):>9}")
+        if a in r:
+            print(f"{label:44} {r[a]:12.1f} {r[b]:12.1f} {ratio(a, b):>9}")
     for label, key in (("cancel p50 (ms)", "bob_cancel_p50_ms"), ("cancel p99 (ms)", "bob_cancel_p99_ms"),
                        ("tool processes surviving a cancel", "bob_cancel_survivors"),
                        ("1 GiB of tool output: RSS added (MB)", "bob_1gib_output_added_mb"),
                        ("3.5 MiB prompt: RSS added (MB)", "bob_3_5mib_prompt_added_mb"),
                        ("session/load of 10,000 messages (s)", "bob_load_10k_s")):
-        print(f"{label:44} {r[key]:12.2f}")
-    print(f"every pipelined id answered exactly once: bob {r['bob_throughput_exact']}, peer {r['peer_throughput_exact']}")
+        if key in r:
+            print(f"{label:44} {r[key]:12.2f}")
+    if "bob_throughput_exact" in r:
+        print(f"every pipelined id answered exactly once: bob {r['bob_throughput_exact']}, peer {r['peer_throughput_exact']}")
     print("\ntargets:")
     r["targets"] = {}
     for label, check in TARGETS:
-        met = check(r)
+        try:
+            met = check(r)
+        except KeyError:  # not measured in this run (--only)
+            continue
         r["targets"][label] = met
         print(f"  {'MET   ' if met else 'MISSED'}  {label}")
     with open(path, "w") as handle:

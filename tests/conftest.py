@@ -68,3 +68,27 @@ def spawn_bob(workdir, bob_env, write_config):
                 bob.close()
             except AssertionError:
                 pass
+
+
+@pytest.fixture
+def server():
+    """The fake OpenAI/Anthropic-compatible model server (tests/fake_model.py)."""
+    from fake_model import FakeModelServer
+
+    with FakeModelServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def scripted(spawn_bob, tmp_path):
+    """Start bob with the script provider playing `turns`; returns (bob, session id)."""
+    def start(turns, config=None, **kw):
+        path = tmp_path / "script.yaml"
+        path.write_text(yaml.safe_dump({"turns": turns}, allow_unicode=True), encoding="utf-8")
+        cfg = {"model": {"provider": "script", "script": str(path)}}
+        for key, value in (config or {}).items():
+            cfg.setdefault(key, {}).update(value)
+        bob = spawn_bob(cfg, **kw)
+        bob.initialize()
+        return bob, bob.new_session()
+    return start

@@ -4,26 +4,11 @@ import os
 import time
 
 import pytest
-import yaml
 
 from bob_client import allow, allow_always, message_text, reject, updates
 
 pytestmark = pytest.mark.e2e
 
-
-@pytest.fixture
-def scripted(spawn_bob, tmp_path):
-    """Start bob with a script of turns; returns (bob, session id)."""
-    def start(turns, config=None, **kw):
-        path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump({"turns": turns}, allow_unicode=True), encoding="utf-8")
-        cfg = {"model": {"provider": "script", "script": str(path)}}
-        for key, value in (config or {}).items():
-            cfg.setdefault(key, {}).update(value)
-        bob = spawn_bob(cfg, **kw)
-        bob.initialize()
-        return bob, bob.new_session()
-    return start
 
 
 def strip_update(frame):

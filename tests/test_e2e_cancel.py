@@ -7,25 +7,12 @@ import time
 import uuid
 
 import pytest
-import yaml
 
 from bob_client import allow, allow_always, message_text, updates
 from procs import wait_gone, wait_present
 
 pytestmark = pytest.mark.e2e
 
-
-@pytest.fixture
-def scripted(spawn_bob, tmp_path):
-    def start(turns, config=None):
-        path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump({"turns": turns}), encoding="utf-8")
-        cfg = {"model": {"provider": "script", "script": str(path)}}
-        cfg.update(config or {})
-        bob = spawn_bob(cfg)
-        bob.initialize()
-        return bob, bob.new_session()
-    return start
 
 
 def sleeper(marker):

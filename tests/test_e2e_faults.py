@@ -13,17 +13,10 @@ import pytest
 import yaml
 
 from bob_client import Bob, allow, allow_always, message_text, updates
-from fake_model import FakeModelServer
 from procs import wait_gone, wait_present
 
 pytestmark = pytest.mark.e2e
 KEY = "sk-fault-test-KEY-9f8e7d6c5b4a"
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -5,16 +5,9 @@ import time
 import pytest
 
 from bob_client import allow, allow_always, message_text, reject, updates
-from fake_model import FakeModelServer
 
 pytestmark = pytest.mark.e2e
 KEY = "sk-e2e-fake-key-ABCDEF0123456789"
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -11,15 +11,8 @@ from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers import http as http_module
 from bob_acp.providers.anthropic import AnthropicProvider
 from bob_acp.providers.openai import OpenAIProvider
-from fake_model import FakeModelServer
 
 KEY = "sk-test-very-secret-key-0123456789"
-
-
-@pytest.fixture
-def server():
-    with FakeModelServer() as fake:
-        yield fake
 
 
 @pytest.fixture(autouse=True)

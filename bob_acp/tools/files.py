@@ -9,6 +9,9 @@ from bob_acp.atomic import atomic_write
 from bob_acp.tools.base import Diff, Tool, ToolContext, ToolResult, run_in_worker
 
 
+PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"}
+
+
 def resolve(path: str, cwd: str) -> str:
     return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
 
@@ -71,7 +74,7 @@ class ReadFileTool(_FileTool):
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"},
+            "path": PATH_PARAMETER,
             "offset": {"type": "integer", "description": "First line to read, 1-based."},
             "limit": {"type": "integer", "description": "Number of lines to read."},
         },
@@ -131,7 +134,7 @@ class WriteFileTool(_FileTool):
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"},
+            "path": PATH_PARAMETER,
             "content": {"type": "string", "description": "The whole new content of the file."},
         },
         "required": ["path", "content"],
@@ -160,7 +163,7 @@ class EditFileTool(_FileTool):
     parameters = {
         "type": "object",
         "properties": {
-            "path": {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"},
+            "path": PATH_PARAMETER,
             "old_string": {"type": "string", "description": "The exact text to replace."},
             "new_string": {"type": "string", "description": "The replacement text."},
             "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
