@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bob_acp import history
@@ -33,7 +33,6 @@ class Outcome:
     kept: int = 0
     tokens: int = 0
     seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 def estimate_tokens(messages: list[dict]) -> int:

@@ -47,6 +47,10 @@ def test_read_file_cap_binary_dir_missing_home(ctx, tmp_path, monkeypatch):
         handle.write("".join(f"line {i}\n" for i in range(100)))
     result = call("read_file", ctx, path="big.txt")
     assert result.output.startswith("line 0\n") and "cut at 64 bytes" in result.output and "continue with offset" in result.output
+    with open(os.path.join(ctx.cwd, "long.txt"), "w") as handle:
+        handle.write("x" * 500 + "\nnext\n")
+    result = call("read_file", ctx, path="long.txt")
+    assert "line 1 alone is longer than the 64-byte cap" in result.output
     with open(os.path.join(ctx.cwd, "bin"), "wb") as handle:
         handle.write(b"\x00\x01\x02")
     assert "binary" in call("read_file", ctx, path="bin").output

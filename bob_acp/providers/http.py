@@ -89,14 +89,14 @@ def _stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threadi
             raise failure
         if cancel.wait(delay):
             raise Cancelled()
-    with _closing_on_cancel(response, cancel) as watch:
+    with _closing_on_cancel(response, cancel):
         try:
-            yield _lines(response, cancel, cfg.model.timeout, watch)
+            yield _lines(response, cancel, cfg.model.timeout)
         finally:
             response.close()
 
 
-def _lines(response: Any, cancel: threading.Event, timeout: float, watch: threading.Event) -> Iterator[str]:
+def _lines(response: Any, cancel: threading.Event, timeout: float) -> Iterator[str]:
     import requests
     import urllib3
 
@@ -138,7 +138,7 @@ def _arriving_lines(raw: Any) -> Iterator[bytes]:
 
 
 @contextmanager
-def _closing_on_cancel(response: Any, cancel: threading.Event) -> Iterator[threading.Event]:
+def _closing_on_cancel(response: Any, cancel: threading.Event) -> Iterator[None]:
     """While the body is read, a watcher shuts the socket down as soon as `cancel` is set, so a
     read blocked on a silent server returns at once. The watcher ends with the block."""
     done = threading.Event()
@@ -152,7 +152,7 @@ def _closing_on_cancel(response: Any, cancel: threading.Event) -> Iterator[threa
     watcher = threading.Thread(target=watch, name="bob-model-cancel", daemon=True)
     watcher.start()
     try:
-        yield done
+        yield
     finally:
         done.set()
         watcher.join()

@@ -36,10 +36,6 @@ class ToolContext:
     skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
 
 
-class ToolArgumentError(ValueError):
-    """The model's arguments do not fit the tool's parameters."""
-
-
 class Tool:
     name: str = ""
     kind: str = "execute"  # ACP ToolKind: execute | read | edit

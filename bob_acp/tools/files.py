@@ -101,23 +101,19 @@ class ReadFileTool(_FileTool):
                 first_line = offset
         if b"\0" in data[:8192]:
             return ToolResult(f"{path} is a binary file ({size} bytes); not shown", failed=True)
-        truncated = len(data) > cap
-        text = data[:cap].decode("utf-8", errors="replace")
-        lines = text.splitlines(keepends=True)
-        if limit is not None and limit >= 0 and len(lines) > limit:
-            lines = lines[:limit]
-            text = "".join(lines)
-            truncated = False
-            next_line = first_line + limit
-            note = f"\n[showing lines {first_line}–{next_line - 1}; continue with offset {next_line}]"
-        elif truncated:
-            shown = text.count("\n")
-            next_line = first_line + shown
-            text = "".join(text.splitlines(keepends=True)[:shown]) if shown else text
-            note = f"\n[cut at {cap} bytes of {size}; continue with offset {next_line}]"
+        lines = data[:cap].decode("utf-8", errors="replace").splitlines(keepends=True)
+        if limit is not None and 0 <= limit < len(lines):
+            shown = lines[:limit]
+            note = f"\n[showing lines {first_line}–{first_line + limit - 1}; continue with offset {first_line + limit}]"
+        elif len(data) > cap and len(lines) > 1:
+            shown = lines[:-1]  # whole lines only, so the offset given continues exactly
+            note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
+        elif len(data) > cap:
+            shown = lines
+            note = f"\n[line {first_line} alone is longer than the {cap}-byte cap; read the rest with bash (e.g. cut, head -c)]"
         else:
-            note = ""
-        return ToolResult(text + note)
+            shown, note = lines, ""
+        return ToolResult("".join(shown) + note)
 
 
 def _from_line(handle, offset: int, cap: int) -> bytes:

@@ -1,0 +1,91 @@
+"""The ACP layer in-process: options Bob itself does not use (auth methods), the held-id rule,
+permission-answer validation, and the system prompt."""
+
+import datetime
+
+import pytest
+
+from bob_acp import config, history, log, sessions, skills, system_prompt
+from bob_acp.acp.server import AgentServer, chosen_option
+from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.jsonrpc.errors import RpcError
+
+
+def server(**kw):
+    log.setup("error")
+    return AgentServer(config.defaults(), log.get("test"), None, "no model", **kw)
+
+
+def test_auth_methods_gate_session_methods_until_authenticate_succeeds(tmp_path):
+    tried = []
+    srv = server(auth_methods=[{"id": "token", "name": "Token"}],
+                 authenticate=lambda method, params: tried.append(method) or params.get("ok") is True)
+    init = srv.initialize({"protocolVersion": 1})
+    assert init.result["authMethods"] == [{"id": "token", "name": "Token"}]
+    with pytest.raises(RpcError) as info:
+        srv.new_session({"cwd": str(tmp_path), "mcpServers": []})
+    assert info.value.code == -32000
+    with pytest.raises(RpcError) as info:
+        srv.authenticate({"methodId": "other"})
+    assert info.value.code == -32602
+    with pytest.raises(RpcError) as info:
+        srv.authenticate({"methodId": "token", "ok": False})
+    assert info.value.code == -32000
+    assert srv.authenticate({"methodId": "token", "ok": True}) == {}
+    assert tried == ["token", "token"]
+    assert srv.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
+
+
+def test_bob_without_auth_methods_answers_authenticate_with_nothing():
+    srv = server()
+    srv.initialize({"protocolVersion": 1})
+    assert srv.authenticate({"methodId": "anything"}) == {}
+
+
+def test_a_session_id_the_connection_holds_is_refused_and_the_held_one_kept(tmp_path):
+    srv = server()
+    srv.initialize({"protocolVersion": 1})
+    first = srv._make_session("20260101-000000-00000001", str(tmp_path), None)
+    srv._admit(first)
+    again = srv._make_session("20260101-000000-00000001", str(tmp_path), None)
+    with pytest.raises(RpcError) as info:
+        srv._admit(again)
+    assert info.value.code == -32603
+    assert srv.sessions["20260101-000000-00000001"] is first
+
+
+@pytest.mark.parametrize("outcome, expected", [
+    (Outcome(result={"outcome": {"outcome": "selected", "optionId": "allow"}}), "allow"),
+    (Outcome(result={"outcome": {"outcome": "selected", "optionId": "allow_always"}}), "allow_always"),
+    (Outcome(result={"outcome": {"outcome": "selected", "optionId": "maybe"}}), "reject"),
+    (Outcome(result={"outcome": {"outcome": "cancelled"}}), "reject"),
+    (Outcome(result={"outcome": {"outcome": "selected", "optionId": ["allow"]}}), "reject"),
+    (Outcome(result={"outcome": "allow"}), "reject"),
+    (Outcome(result=None), "reject"),
+    (Outcome(error={"code": -1, "message": "no"}), "reject"),
+    (Outcome(closed=True), "reject"),
+])
+def test_only_a_selection_of_an_offered_option_counts(outcome, expected):
+    assert chosen_option(outcome, {"allow", "allow_always", "reject"}) == expected
+
+
+def test_system_prompt_holds_instructions_environment_skills_and_agents_md(tmp_path):
+    (tmp_path / "AGENTS.md").write_text("Always run `make check` before committing.\n")
+    catalog = skills.discover(str(tmp_path), config.defaults(), env={"XDG_CONFIG_HOME": str(tmp_path / "none")})
+    text = system_prompt.build(str(tmp_path), catalog, datetime.datetime(2026, 12, 3, tzinfo=datetime.timezone.utc))
+    assert text.startswith("You are Bob, a bash-first coding agent")
+    assert f"working directory: {tmp_path}" in text and "date: 2026-12-03" in text
+    assert "- greetings: Greet somebody with a festive message." in text
+    assert "Always run `make check` before committing." in text
+    other = tmp_path / "other"
+    other.mkdir()
+    assert "make check" not in system_prompt.build(str(other), catalog)
+
+
+def test_load_replaces_the_stored_system_prompt(tmp_path):
+    srv = server()
+    srv.initialize({"protocolVersion": 1})
+    stored = [history.system("an old prompt"), history.user("hi"), history.assistant("hello")]
+    session = srv._make_session(sessions.new_id(), str(tmp_path), stored)
+    assert session.conv.messages[0]["content"].startswith("You are Bob")
+    assert session.conv.messages[1:] == stored[1:]
