@@ -164,12 +164,12 @@ class Engine:
         if reply.input_tokens is not None:
             conv.last_input_tokens = reply.input_tokens
         text = "".join(parts) or reply.text
-        calls = [self._call(conv, tc.name, tc.arguments, tc.id) for tc in reply.tool_calls]
+        calls = [self._call(conv, tc.name, tc.arguments) for tc in reply.tool_calls]
         recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments} for tc, c in zip(reply.tool_calls, calls)]
         conv.messages.append(history.assistant(text, recorded))
         return calls
 
-    def _call(self, conv: Conversation, name: str, arguments: dict, call_id: str) -> Call:
+    def _call(self, conv: Conversation, name: str, arguments: dict) -> Call:
         tool = tools.get(name)
         ref = next_ref()
         if tool is None:
@@ -180,7 +180,10 @@ class Engine:
             title, locations = name, []
         return Call(ref, name, arguments, tool, title, tool.kind, locations)
 
-    def _run_call(self, conv, call: Call, sink: Sink, cancel, stats: TurnStats, times: int) -> None:
+    def _run_call(self, conv: Conversation, call: Call, sink: Sink, cancel: threading.Event, stats: TurnStats,
+                  times: int) -> None:
+        if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
+            raise Cancelled()
         sink.tool_pending(call)
         if call.tool is None:
             known = ", ".join(t.name for t in tools.TOOLS)

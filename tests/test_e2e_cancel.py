@@ -152,3 +152,18 @@ def test_bash_timeout_kills_the_tree(scripted):
     final = updates(frames, "tool_call_update")[-1]
     assert final["status"] == "failed" and "timed out" in final["rawOutput"]["output"]
     assert wait_gone(marker_num) == []
+
+
+def test_a_cancel_right_behind_the_prompt_is_never_lost(scripted):
+    bob, sid = scripted([{"replies": [{"chunks": ["a", "b", "c"], "delay": 2}]}])
+    for n in range(5):
+        msg_id = 900 + n
+        bob._methods[msg_id] = "session/prompt"
+        prompt = {"jsonrpc": "2.0", "id": msg_id, "method": "session/prompt",
+                  "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]}}
+        cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+        import orjson
+        bob.send_raw(orjson.dumps(prompt) + b"\n" + orjson.dumps(cancel) + b"\n")  # one write
+        started = time.monotonic()
+        response, _ = bob.wait_response(msg_id, timeout=5)
+        assert response["result"] == {"stopReason": "cancelled"} and time.monotonic() - started < 1.5

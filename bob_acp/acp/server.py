@@ -78,7 +78,7 @@ class AgentServer:
             p.INITIALIZE: Route(self.initialize),
             p.AUTHENTICATE: Route(self.authenticate),
             p.SESSION_NEW: Route(self.new_session),
-            p.SESSION_PROMPT: Route(self.prompt, worker=True),
+            p.SESSION_PROMPT: Route(self.prompt, worker=True, prepare=self.prepare_prompt),
         }
         if self.cfg.sessions.enabled:
             table[p.SESSION_LOAD] = Route(self.load_session, worker=True)
@@ -226,14 +226,20 @@ class AgentServer:
             return
         session.cancel_all()
 
-    def prompt(self, params: dict) -> dict:
+    def prepare_prompt(self, params: dict) -> tuple[Session, threading.Event]:
+        """On the dispatcher, in frame order: check the request and register the turn's cancel
+        Event, so a session/cancel sent right behind the prompt always reaches it."""
         self._require_ready()
         session = self._session(params)
-        blocks = params.get("prompt")
-        if not isinstance(blocks, list):
+        if not isinstance(params.get("prompt"), list):
             raise RpcError.invalid_params("prompt: must be an array of content blocks")
         cancel = threading.Event()
         session.cancels.add(cancel)
+        return session, cancel
+
+    def prompt(self, params: dict, prepared: tuple[Session, threading.Event] | None = None) -> dict:
+        session, cancel = prepared or self.prepare_prompt(params)
+        blocks = params["prompt"]
         try:
             if self.closing.is_set() or not self._acquire_turn(cancel):
                 return {"stopReason": p.CANCELLED}  # waited, was cancelled: ran nothing, recorded nothing

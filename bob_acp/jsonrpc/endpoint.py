@@ -31,11 +31,17 @@ _NO_ID = object()
 
 
 class Route:
-    __slots__ = ("handler", "worker")
+    """A method's handler. `worker`: run it on a worker thread (long handlers: prompts, loads).
+    `prepare(params)`: run first on the dispatcher thread, in frame order, its result passed to
+    the handler as a second argument (e.g. registering a turn before a later cancel is routed)."""
 
-    def __init__(self, handler: Callable[[dict], Any], worker: bool = False):
+    __slots__ = ("handler", "worker", "prepare")
+
+    def __init__(self, handler: Callable[..., Any], worker: bool = False,
+                 prepare: Callable[[dict], Any] | None = None):
         self.handler = handler
-        self.worker = worker  # run on a worker thread (long handlers: prompts, loads)
+        self.worker = worker
+        self.prepare = prepare
 
 
 class Reply:
@@ -280,26 +286,36 @@ class Endpoint:
         if not isinstance(params, dict):
             return self._respond_error(msg_id, RpcError.invalid_params("params must be an object"))
         if not route.worker:
-            return self._call(route, method, msg_id, params)
+            return self._call(route, method, msg_id, (params,))
         with self._workers_lock:
             if len(self._workers) >= MAX_WORKERS:
                 return self._respond_error(msg_id, RpcError.server_busy())
+        args: tuple = (params,)
+        if route.prepare is not None:
+            try:
+                args = (params, route.prepare(params))
+            except RpcError as exc:
+                return self._respond_error(msg_id, exc)
+            except Exception:
+                self._log.error(f"{method} failed", detail=traceback.format_exc())
+                return self._respond_error(msg_id, RpcError.internal_error())
+        with self._workers_lock:
             worker = threading.Thread(
-                target=self._run_worker, args=(route, method, msg_id, params), name=f"bob-{method}", daemon=True
+                target=self._run_worker, args=(route, method, msg_id, args), name=f"bob-{method}", daemon=True
             )
             self._workers.add(worker)
         worker.start()
 
-    def _run_worker(self, route: Route, method: str, msg_id: Any, params: dict) -> None:
+    def _run_worker(self, route: Route, method: str, msg_id: Any, args: tuple) -> None:
         try:
-            self._call(route, method, msg_id, params)
+            self._call(route, method, msg_id, args)
         finally:
             with self._workers_lock:
                 self._workers.discard(threading.current_thread())
 
-    def _call(self, route: Route, method: str, msg_id: Any, params: dict) -> None:
+    def _call(self, route: Route, method: str, msg_id: Any, args: tuple) -> None:
         try:
-            result = route.handler(params)
+            result = route.handler(*args)
         except RpcError as exc:
             return self._respond_error(msg_id, exc)
         except Exception:
