@@ -55,7 +55,7 @@ def frames(draw, sid):
     elif mutation == 1:
         frame["jsonrpc"] = draw(json_values)
     elif mutation == 2:
-        frame["id"] = draw(st.one_of(st.booleans(), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)))
+        frame["id"] = draw(st.one_of(st.booleans(), st.lists(st.integers(-99, 99), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(-99, 99), max_size=2)))
     elif mutation == 3:
         frame["method"] = draw(json_values)
     elif mutation == 4:
@@ -122,8 +122,8 @@ def test_random_and_mutated_frames_never_break_bob(live_bob, data):
     assert bob.proc.proc.poll() is None, "bob died"
     if sent_id is not None and not isinstance(sent_id, bool) and isinstance(sent_id, (str, int)) \
             and decoded.get("jsonrpc") == "2.0" and isinstance(decoded.get("method"), str):
-        if decoded["method"] == "session/prompt" and answered.count(sent_id) == 0:
-            # a prompt runs on a worker: its answer may follow the sentinel's
+        if decoded["method"] in ("session/prompt", "session/load") and answered.count(sent_id) == 0:
+            # prompts and loads run on workers: their answer may follow the sentinel's
             while sent_id not in answered:
                 frame = bob.read_frame(timeout=10)
                 if "method" not in frame:
