@@ -5,8 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-import orjson
-
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
 from bob_acp.providers.base import Reply, ToolCall
@@ -17,13 +15,11 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
 VERSION = "2023-06-01"
 
-
 def error_message(body: Any) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         return error.get("message") or error.get("type")
     return None
-
 
 def to_wire(messages: list[dict]) -> tuple[str, list[dict]]:
     """(system text, messages with strictly alternating roles)."""
@@ -48,7 +44,6 @@ def to_wire(messages: list[dict]) -> tuple[str, list[dict]]:
         elif role == "tool":
             add("user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}])
     return system, out
-
 
 class AnthropicProvider:
     name = "anthropic"
@@ -81,16 +76,10 @@ class AnthropicProvider:
         blocks: dict[int, dict] = {}
         input_tokens = None
         stopped = False
-        for event, data in sse.events(lines):
-            try:
-                payload = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                raise ModelError(f"model API sent invalid JSON in its stream: {data[:120]!r}") from None
-            if not isinstance(payload, dict):
-                raise ModelError(f"model API sent an unexpected stream event: {data[:120]!r}")
+        for event, payload in sse.json_events(lines):
             kind = payload.get("type", event)
             if kind == "error":
-                raise ModelError(f"model API error: {error_message(payload) or data[:200]}")
+                raise ModelError(f"model API error: {error_message(payload) or str(payload)[:200]}")
             if kind == "message_start":
                 usage = (payload.get("message") or {}).get("usage") or {}
                 counted = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]

@@ -86,16 +86,10 @@ class OpenAIProvider:
         calls: dict[int, dict] = {}
         input_tokens = None
         finished = False
-        for _event, data in sse.events(lines):
-            if data.strip() == "[DONE]":
+        for event, chunk in sse.json_events(lines, end="[DONE]"):
+            if event == "[DONE]":
                 finished = True
                 break
-            try:
-                chunk = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                raise ModelError(f"model API sent invalid JSON in its stream: {data[:120]!r}") from None
-            if not isinstance(chunk, dict):
-                raise ModelError(f"model API sent an unexpected stream event: {data[:120]!r}")
             if chunk.get("error"):
                 raise ModelError(f"model API error: {error_message(chunk)}")
             usage = chunk.get("usage")

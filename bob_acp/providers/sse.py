@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+import orjson
+
+from bob_acp.exceptions import ModelError
+
 
 def events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
     """(event name, data) for each event; multi-line data joined with newlines; comments skipped."""
@@ -26,3 +30,19 @@ def events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
             name = value
     if data:
         yield name or "message", "\n".join(data)
+
+
+def json_events(lines: Iterable[str], end: str | None = None) -> Iterator[tuple[str, dict]]:
+    """(event name, payload object) for each event; `end` (e.g. OpenAI's "[DONE]") is passed
+    through as (end, {}). Anything that is not a JSON object is a ModelError naming it."""
+    for name, data in events(lines):
+        if end is not None and data.strip() == end:
+            yield end, {}
+            continue
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ModelError(f"model API sent invalid JSON in its stream: {data[:120]!r}") from None
+        if not isinstance(payload, dict):
+            raise ModelError(f"model API sent an unexpected stream event: {data[:120]!r}")
+        yield name, payload
