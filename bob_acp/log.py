@@ -72,6 +72,15 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
     _hurry.wait(delay)
     get_logger = _configure(level, fmt, stream)
     loggers: dict[str, Any] = {}
+
+    def emit(method: str, name: str, event: str, fields: dict) -> None:
+        logger = loggers.get(name) or loggers.setdefault(name, get_logger(name))
+        try:
+            getattr(logger, method)(event, **fields)
+        except Exception:  # a broken stream must not take the process down
+            pass
+
+    _state["emit"] = emit
     while True:
         item = _queue.get()
         if item is None:
@@ -86,12 +95,7 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
                 item = ("error", "bob", f"deferred log job failed: {exc!r}", {})
             else:
                 continue
-        method, name, event, fields = item
-        logger = loggers.get(name) or loggers.setdefault(name, get_logger(name))
-        try:
-            getattr(logger, method)(event, **fields)
-        except Exception:  # a broken stream must not take the process down
-            pass
+        emit(*item)
 
 
 def setup(level: str = "info", fmt: str = "console", file: str | None = None, delay: float = IMPORT_DELAY) -> TextIO:
@@ -130,7 +134,10 @@ class Logger:
 
     def _log(self, method: str, level: int, event: str, fields: dict) -> None:
         if level >= _state["level"]:
-            _queue.put((method, self.name, event, fields))
+            if threading.current_thread() is _state["thread"]:  # a deferred job: in its place, now
+                _state["emit"](method, self.name, event, fields)
+            else:
+                _queue.put((method, self.name, event, fields))
 
     def debug(self, event: str, **fields: Any) -> None:
         self._log("debug", DEBUG, event, fields)

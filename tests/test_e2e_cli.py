@@ -61,3 +61,17 @@ def test_check_reports_config_skills_and_a_missing_model(bob_env, write_config):
     assert proc.returncode == 1
     assert "name: gpt-test" in out and "greetings" in out and "model: not configured" in out
     assert "$OPENAI_API_KEY is not set" in out
+
+
+def test_logs_go_to_the_configured_file_as_json(spawn_bob, tmp_path):
+    log_file = tmp_path / "bob.log"
+    bob = spawn_bob({"log": {"file": str(log_file), "format": "json", "level": "debug"}})
+    bob.initialize()
+    assert bob.close() == 0
+    import json
+    lines = [json.loads(line) for line in log_file.read_text().splitlines()]
+    events = [line["event"] for line in lines]
+    assert any(e.startswith("[acp] initialize: client pytest 1, protocol 1") for e in events)
+    assert any(e.startswith("bob 0.11.0") for e in events) and events[-1] == "[acp] input closed: bye"
+    assert all({"level", "timestamp", "event"} <= set(line) for line in lines)
+    assert "[acp]" not in bob.stderr()
