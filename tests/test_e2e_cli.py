@@ -75,3 +75,13 @@ def test_logs_go_to_the_configured_file_as_json(spawn_bob, tmp_path):
     assert any(e.startswith("bob 0.11.0") for e in events) and events[-1] == "[acp] input closed: bye"
     assert all({"level", "timestamp", "event"} <= set(line) for line in lines)
     assert "[acp]" not in bob.stderr()
+
+
+def test_check_reports_a_model_that_answers(bob_env, write_config, tmp_path):
+    script = tmp_path / "script.yaml"
+    script.write_text("turns:\n  - replies:\n      - text: ok\n")
+    write_config({"model": {"provider": "script", "script": str(script)}})
+    proc = subprocess.run(bob_command() + ["--check"], capture_output=True, env=bob_env, timeout=30)
+    out = proc.stdout.decode()
+    assert proc.returncode == 0, out
+    assert f"script: {script}" in out and "model: script/gpt-4.1-mini answers in" in out and "'ok'" in out
