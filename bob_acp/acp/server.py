@@ -161,6 +161,7 @@ class AgentServer:
         self._require_ready()
         cwd = _cwd_param(params)
         servers = _mcp_servers(params)
+        self._check_room()  # refuse before building anything (skills, system prompt)
         sid = sessions.new_id()
         session = self._make_session(sid, cwd, None)
         self._admit(session)
@@ -178,9 +179,17 @@ class AgentServer:
         conv = engine.Conversation(cwd=cwd, messages=messages, skills=catalog.skills)
         return Session(sid, cwd, conv, catalog)
 
+    def _limit(self) -> int:
+        return self.cfg.limits.maxSessions or DEFAULT_MAX_SESSIONS  # 0: the default; negative: no bound
+
+    def _check_room(self) -> None:
+        limit = self._limit()
+        if self.cfg.limits.sessionOverflow != "evict_oldest" and 0 < limit <= len(self.sessions):
+            raise RpcError.invalid_params(f"too many sessions: this connection holds {limit} (limits.maxSessions)")
+
     def _admit(self, session: Session) -> None:
         """Seat a session within the bound (refuse, or evict the oldest)."""
-        limit = self.cfg.limits.maxSessions or DEFAULT_MAX_SESSIONS
+        limit = self._limit()
         with self.sessions_lock:
             if session.id in self.sessions or session.id in self.draining:
                 raise RpcError.internal_error(f"session id {session.id} is already held by this connection")
