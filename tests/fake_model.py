@@ -24,7 +24,7 @@ class Response:
     body: bytes = b""
     events: list = field(default_factory=list)  # SSE payloads (bytes), streamed one by one
     delay: float = 0.0  # seconds before each event
-    then: str = "end"  # end | stall | drop | endless
+    then: str = "end"  # end | stall | drop | endless | cut (ends cleanly, closing events left out)
 
 
 def _sse(payload) -> bytes:
@@ -41,7 +41,8 @@ class FakeModelServer:
         self.responses: queue.SimpleQueue = queue.SimpleQueue()
         self.requests: list[dict] = []
         self._stop = threading.Event()
-        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._handlers: dict[threading.Thread, socket.socket] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,12 +59,21 @@ class FakeModelServer:
                 except ValueError:
                     body = None
                 server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                server._sockets.add(self.connection)
                 try:
                     response = server.responses.get_nowait()
                 except queue.Empty:
                     response = Response(500, body=b'{"error": {"message": "fake model: no response enqueued"}}')
                 server._serve(self, response)
+
+            def handle(self):
+                # Tracked so that stop() can cut every open connection and wait for its thread.
+                with server._lock:
+                    server._handlers[threading.current_thread()] = self.connection
+                try:
+                    super().handle()
+                finally:
+                    with server._lock:
+                        server._handlers.pop(threading.current_thread(), None)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -82,15 +92,20 @@ class FakeModelServer:
         self.stop()
 
     def stop(self) -> None:
+        """Release stalled handlers, cut open connections, and wait for every thread and the port."""
         self._stop.set()
-        for sock in list(self._sockets):
+        if self._thread.is_alive():
+            self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(5)
+        with self._lock:
+            handlers = dict(self._handlers)
+        for thread, sock in handlers.items():
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(5)
+            thread.join(5)
 
     def _serve(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
         try:
@@ -151,8 +166,11 @@ class FakeModelServer:
                 events.append(_sse("[DONE]"))
         return Response(events=events, delay=delay, then=then)
 
-    def openai_tool_call(self, name: str, args: dict, text: str = "", call_id: str = "call_abc",
-                         repeat_name: bool = False, pieces: int = 3, usage: int | None = None) -> Response:
+    def openai_tool_call(self, name: str, args: dict, text: str = "", call_id: str | None = "call_abc",
+                         repeat_name: bool = False, pieces: int = 3, usage: int | None = None,
+                         id: str | None = None) -> Response:
+        """A streamed tool call; `id` (alias of call_id) "" sends none, as some local servers do."""
+        call_id = id if id is not None else call_id
         encoded = json.dumps(args)
         size = max(1, -(-len(encoded) // pieces))
         events = [_sse({"choices": [{"index": 0, "delta": {"content": text}}]})] if text else []
@@ -160,7 +178,7 @@ class FakeModelServer:
             function = {"arguments": encoded[i:i + size]}
             part = {"index": 0, "function": function}
             if n == 0 or repeat_name:
-                part.update({"id": call_id, "type": "function"})
+                part.update({"id": call_id, "type": "function"} if call_id else {"type": "function"})
                 function["name"] = name
             events.append(_sse({"choices": [{"index": 0, "delta": {"tool_calls": [part]}}]}))
         events.append(_sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
@@ -212,6 +230,18 @@ class FakeModelServer:
     def endless(self, chunk: str = ".", delay: float = 0.0) -> Response:
         """A stream that never ends: tool-call argument deltas forever (nothing for the client)."""
         return Response(body=chunk.encode(), delay=delay, then="endless")
+
+    def stall(self, events_before: int = 1) -> Response:
+        """An OpenAI stream that sends `events_before` text chunks, then goes silent until stop()."""
+        return self._partial(events_before, "stall")
+
+    def drop(self, events_before: int = 1) -> Response:
+        """An OpenAI stream that sends `events_before` text chunks, then closes the connection."""
+        return self._partial(events_before, "drop")
+
+    def _partial(self, count: int, then: str) -> Response:
+        events = [_sse({"choices": [{"index": 0, "delta": {"content": f"part{n} "}}]}) for n in range(count)]
+        return Response(events=events, then=then)
 
     def garbage(self) -> Response:
         return Response(events=[b"this is not server-sent events\n", b"\x00\xff{{{\n\n"])

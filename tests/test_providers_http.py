@@ -214,3 +214,102 @@ def test_anthropic_errors(server, tmp_path):
     server.enqueue(server.anthropic_text("cut", then="drop"))
     with pytest.raises(ModelError, match="ended early|stream broken"):
         generate(provider)
+
+
+def test_openai_tool_call_without_id_empty_arguments_and_non_object(server, tmp_path):
+    provider = OpenAIProvider(cfg(tmp_path, server), KEY)
+    server.enqueue(server.openai_tool_call("bash", {"command": "pwd"}, id=""),
+                   server.openai_tool_call("bash", {"command": "pwd"}, id=""))
+    first, second = generate(provider)[0].tool_calls[0], generate(provider)[0].tool_calls[0]
+    assert first.id and first.id != second.id  # generated, unique across replies
+    server.enqueue(server.raw_events(
+        '{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"list","arguments":""}}]}}]}',
+        '{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}'))
+    assert generate(provider)[0].tool_calls[0].arguments == {}
+    server.enqueue(server.raw_events(
+        '{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"bash","arguments":"[1]"}}]}}]}',
+        '{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}', "[DONE]"))
+    with pytest.raises(ModelError, match="'bash' that are not a JSON object"):
+        generate(provider)
+
+
+def test_openai_error_event_in_the_stream(server, tmp_path):
+    server.enqueue(server.raw_events('{"error": {"message": "context length exceeded"}}'))
+    with pytest.raises(ModelError, match="^model API error: context length exceeded$"):
+        generate(OpenAIProvider(cfg(tmp_path, server), KEY))
+
+
+def test_stall_and_drop_helpers(server, tmp_path):
+    provider = OpenAIProvider(cfg(tmp_path, server, timeout=0.3), KEY)
+    server.enqueue(server.drop(events_before=2), server.stall(events_before=1))
+    with pytest.raises(ModelError, match="ended early|stream broken"):
+        generate(provider)
+    with pytest.raises(ModelError, match="model API timeout: no data for 0.3 s"):
+        generate(provider)
+
+
+def test_retry_after_accepts_seconds_and_http_dates():
+    from email.utils import formatdate
+    assert http_module._retry_after("2") == 2.0
+    assert 8 <= http_module._retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10
+    assert http_module._retry_after(formatdate(time.time() - 100, usegmt=True)) == 0.0
+    assert http_module._retry_after("soon") is None and http_module._retry_after(None) is None
+
+
+def test_sse_parser_handles_crlf_comments_multiline_data_and_event_names():
+    from bob_acp.providers import sse
+    lines = [": keep-alive\r", "event: ping\r", "data: {}\r", "\r", "data: line one", "data: line two", "",
+             "event:message_stop", "data:{\"a\":1}"]
+    assert list(sse.events(lines)) == [("ping", "{}"), ("message", "line one\nline two"), ("message_stop", '{"a":1}')]
+
+
+def test_anthropic_merges_consecutive_results_and_users(server, tmp_path):
+    calls = [{"id": f"t{n}", "ref": f"call_{n}", "name": "bash", "arguments": {"command": "ls"}} for n in (1, 2)]
+    msgs = [history.system("sys"), history.summary("earlier work"), history.user("go on"),
+            history.assistant("Two at once.", calls), history.tool_result(calls[0], "one"),
+            history.tool_result(calls[1], "two")]
+    server.enqueue(server.anthropic_text("ok"))
+    generate(AnthropicProvider(cfg(tmp_path, server, baseUrl=server.url), None), msgs)
+    request = server.requests[0]
+    assert "x-api-key" not in request["headers"]
+    wire = request["body"]["messages"]
+    assert [m["role"] for m in wire] == ["user", "assistant", "user"]
+    assert [b["text"] for b in wire[0]["content"]] == [history.summary("earlier work")["content"], "go on"]
+    assert wire[1]["content"][0] == {"type": "text", "text": "Two at once."}
+    assert [b["tool_use_id"] for b in wire[2]["content"]] == ["t1", "t2"]
+
+
+def test_anthropic_truncated_and_proxy_error_formats(server, tmp_path):
+    provider = AnthropicProvider(cfg(tmp_path, server, baseUrl=server.url), KEY)
+    server.enqueue(server.anthropic_text("no stop", then="cut"))
+    with pytest.raises(ModelError, match="ended early"):
+        generate(provider)
+    server.enqueue(server.status(403, {"error": "forbidden by proxy"}))
+    with pytest.raises(ModelError, match="^model API 403: forbidden by proxy$"):
+        generate(provider)
+
+
+def test_stop_releases_a_stalled_handler_and_leaves_no_thread(tmp_path):
+    from fake_model import FakeModelServer
+    before = threading.active_count()
+    fake = FakeModelServer().__enter__()
+    fake.enqueue(fake.stall(events_before=0))
+    done = threading.Event()
+
+    def call():
+        try:
+            generate(OpenAIProvider(cfg(tmp_path, fake, retries=0), KEY))
+        except ModelError:
+            pass
+        done.set()
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    deadline = time.monotonic() + 5
+    while not fake.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    fake.stop()
+    assert time.monotonic() - started < 3
+    caller.join(5)
+    assert done.is_set() and threading.active_count() <= before

@@ -9,17 +9,12 @@ from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
 from bob_acp.providers.base import Reply, ToolCall
 from bob_acp.providers.http import stream_lines
-from bob_acp.providers.openai import parse_arguments
+from bob_acp.providers.openai import error_message, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
 VERSION = "2023-06-01"
 
-def error_message(body: Any) -> str | None:
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return error.get("message") or error.get("type")
-    return None
 
 def to_wire(messages: list[dict]) -> tuple[str, list[dict]]:
     """(system text, messages with strictly alternating roles)."""
@@ -88,7 +83,8 @@ class AnthropicProvider:
             elif kind == "content_block_start":
                 block = payload.get("content_block") or {}
                 blocks[payload.get("index", len(blocks))] = {"type": block.get("type"), "id": block.get("id", ""),
-                                                             "name": block.get("name", ""), "json": []}
+                                                             "name": block.get("name", ""), "json": [],
+                                                             "input": block.get("input")}
             elif kind == "content_block_delta":
                 delta = payload.get("delta") or {}
                 if delta.get("type") == "text_delta" and delta.get("text"):
@@ -102,6 +98,15 @@ class AnthropicProvider:
                 break
         if not stopped:
             raise ModelError("model API stream ended early (truncated reply)")
-        calls = [ToolCall(b["id"] or f"toolu_{i}", b["name"], parse_arguments(b["name"], "".join(b["json"])))
-                 for i, b in sorted(blocks.items()) if b["type"] == "tool_use"]
+        calls = [_tool_call(b) for _, b in sorted(blocks.items()) if b["type"] == "tool_use"]
         return Reply("".join(text), calls, input_tokens)
+
+
+def _tool_call(block: dict) -> ToolCall:
+    if not block["name"]:
+        raise ModelError("model returned a tool call without a name")
+    arguments = "".join(block["json"])
+    # Some proxies put the whole input in content_block_start and stream no deltas.
+    if not arguments.strip() and isinstance(block.get("input"), dict):
+        return ToolCall(block["id"] or new_call_id(), block["name"], block["input"])
+    return ToolCall(block["id"] or new_call_id(), block["name"], parse_arguments(block["name"], arguments))

@@ -20,7 +20,8 @@ CONNECT_TIMEOUT = 10.0
 TOTAL_BUDGET = 300.0  # seconds all attempts of one call may take
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
-RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504, 529}
+RETRY_STATUSES = {408, 409, 429}  # and every 5xx but these, which a retry cannot fix:
+NO_RETRY_5XX = {501, 505}
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # far past any real reply: a server that never stops is cut off
 _session_lock = threading.Lock()
 _session: Any = None
@@ -81,7 +82,7 @@ def _stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threadi
             failure = ModelError(_status_line(response, error_message))
             retry_after = _retry_after(response.headers.get("Retry-After"))
             response.close()
-            if response.status_code not in RETRY_STATUSES:
+            if not _retryable(response.status_code):
                 raise failure
         attempt += 1
         delay = retry_after if retry_after is not None else min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)) * (0.5 + random.random())
@@ -178,6 +179,10 @@ def _socket_of(response: Any) -> Any:
         if node is not None and hasattr(node, "shutdown"):
             return node
     return None
+
+
+def _retryable(status: int) -> bool:
+    return status in RETRY_STATUSES or (500 <= status < 600 and status not in NO_RETRY_5XX)
 
 
 def _where(url: str) -> str:

@@ -4,6 +4,7 @@ vLLM, llama.cpp's server and LM Studio by `model.baseUrl` alone."""
 from __future__ import annotations
 
 import threading
+import uuid
 from typing import Any, Callable
 
 import orjson
@@ -22,7 +23,10 @@ def error_message(body: Any) -> str | None:
         return error.get("message") or error.get("type")
     if isinstance(error, str):
         return error
-    return body.get("message") if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return None
+    detail = body.get("message") or body.get("detail")  # bare proxies, FastAPI-based servers
+    return detail if isinstance(detail, str) else None
 
 
 def to_wire(messages: list[dict]) -> list[dict]:
@@ -43,6 +47,11 @@ def to_wire(messages: list[dict]) -> list[dict]:
         else:
             out.append({"role": role, "content": message["content"]})
     return out
+
+
+def new_call_id() -> str:
+    """For servers that send a tool call without an id: unique across the whole history."""
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def parse_arguments(name: str, text: str) -> dict:
@@ -112,7 +121,7 @@ class OpenAIProvider:
             name = call["name"]
             if not name:
                 raise ModelError("model returned a tool call without a name")
-            tool_calls.append(ToolCall(call["id"] or f"call_idx{index}", name, parse_arguments(name, "".join(call["args"]))))
+            tool_calls.append(ToolCall(call["id"] or new_call_id(), name, parse_arguments(name, "".join(call["args"]))))
         return Reply("".join(text), tool_calls, input_tokens)
 
 

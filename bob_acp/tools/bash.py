@@ -14,12 +14,18 @@ import subprocess
 import threading
 import time
 
+import structlog
+
 from bob_acp.exceptions import Cancelled
 from bob_acp.tools.base import Tool, ToolContext, ToolResult
 
+log = structlog.get_logger("bob.tools")
 _live: set[int] = set()  # process group ids of running commands
 _live_lock = threading.Lock()
 PIPE_GRACE = 0.15  # after bash exits, how long a background child may keep the pipe open
+# After that grace the rest of the group is killed; a process that left the group (setsid) may
+# still hold the pipe, so once output has been quiet this long we stop listening.
+PIPE_GIVE_UP = 0.5
 READ_CHUNK = 65536
 QUEUE_CHUNKS = 64
 
@@ -140,7 +146,7 @@ class BashTool(Tool):
         deadline = time.monotonic() + timeout
         exit_code: int | None = None
         eof = False
-        grace_until: float | None = None
+        grace_until = give_up_at = None
         while not eof or exit_code is None:
             if cancel.is_set():
                 _kill_group(proc.pid)
@@ -151,13 +157,18 @@ class BashTool(Tool):
                 return ToolResult(capture.text() + f"\n[timed out after {timeout:g} s: process group killed]", failed=True)
             if grace_until is not None and now >= grace_until:
                 _kill_group(proc.pid)  # a background child still holds the pipe: end it
-                grace_until = None
+                grace_until, give_up_at = None, now + PIPE_GIVE_UP
+            if give_up_at is not None and now >= give_up_at:
+                log.info("bash: output pipe still held after the command ended; not waiting for it")
+                break
             try:
                 kind, value = events.get(timeout=0.05)
             except queue.Empty:
                 continue
             if kind == "data":
                 capture.add(value)
+                if give_up_at is not None:
+                    give_up_at = time.monotonic() + PIPE_GIVE_UP  # still draining: keep reading
             elif kind == "eof":
                 eof = True
             else:
