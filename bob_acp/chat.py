@@ -239,10 +239,20 @@ def _check(response: dict) -> dict:
     return response["result"]
 
 
+# The agent, started by this very interpreter with the current folder off the import path (a
+# project's yaml.py must never run inside Bob, and a source checkout must not shadow the
+# installed package), on every Python from 3.10 (-P is 3.11+).
+BOOT = "import sys; del sys.path[0]; from bob_acp.cli import main; sys.exit(main())"
+
+
+def agent_command() -> list[str]:
+    return [sys.executable, "-c", BOOT, "--acp"]
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     env = dict(os.environ)
-    command = [sys.executable, "-m", "bob_acp", "--acp"]
+    command = agent_command()
     cwd = os.path.abspath(args.cwd or os.getcwd())
     demo_dir = None
     if args.demo:

@@ -35,7 +35,10 @@ def run_check(cfg: Any, out: Any = None) -> int:
     if provider is None:
         out.write("model: not configured\n" + providers.no_model_message(cfg, env) + "\n")
         return 1
-    cancel = threading.Event()
+    from bob_acp.cancel import Cancel
+    from bob_acp.providers.base import Quiet
+
+    cancel = Cancel()
     timer = threading.Timer(CHECK_TIMEOUT, cancel.set)
     timer.daemon = True
     timer.start()
@@ -43,7 +46,7 @@ def run_check(cfg: Any, out: Any = None) -> int:
     messages = [{"role": "system", "content": "You are a health check."},
                 {"role": "user", "content": "Reply with the single word: ok"}]
     try:
-        reply = provider.generate(messages, [], lambda _chunk: None, cancel)
+        reply = provider.generate(messages, [], Quiet(), cancel)
     except (ModelError, Cancelled) as exc:
         reason = str(exc) or f"no answer within {CHECK_TIMEOUT:g} s"
         out.write(f"model: {cfg.model.provider}/{cfg.model.name} does not answer: {reason}\n")

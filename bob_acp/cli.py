@@ -67,22 +67,31 @@ def _guard_stdio() -> tuple[int, Any]:
 
 def serve(cfg: Any) -> int:
     from bob_acp import log as logging_setup
-    from bob_acp import providers
+    from bob_acp import providers, secrets
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.jsonrpc.streams import Writer
 
+    interactive = os.isatty(0)
     out_fd, in_stream = _guard_stdio()
     logging_setup.setup(cfg.log.level, cfg.log.format, cfg.log.file)
     log = logging_setup.get("bob")
     env = dict(os.environ)
-    logging_setup.add_secret(providers.api_key(cfg, env))
-    provider = providers.make_provider(cfg, env)
+    key = providers.api_key(cfg, env)
+    known = secrets.values(cfg, env, key)
+    logging_setup.add_secrets(known)
+    redactor = secrets.Redactor(known)
+    provider = providers.make_provider(cfg, env, known)
     cwd = os.getcwd()
     logging_setup.defer(lambda: _banner(log, cfg, provider, cwd))
+    if interactive:
+        sys.stderr.write("bob-acp speaks the Agent Client Protocol on stdin: one JSON-RPC frame a line, for an "
+                         "editor to send. To talk to Bob in this terminal, run: bob-acp chat\n")
 
-    writer = Writer(out_fd)
-    server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env))
+    endpoint: Any = None
+    writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
+    server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env),
+                         env=secrets.child_env(cfg, env), redact=redactor.tree if redactor else None)
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
                         on_close=server.on_close, urgent=frozenset({"session/cancel"}))
     server.endpoint = endpoint
@@ -91,8 +100,8 @@ def serve(cfg: Any) -> int:
         log.info(f"[acp] {signal.Signals(signum).name}: shutting down")
         endpoint.stop()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, stop)
     endpoint.serve(in_stream)
     if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
         import importlib
@@ -101,8 +110,16 @@ def serve(cfg: Any) -> int:
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")
-    logging_setup.flush(0.5)
+    logging_setup.close(0.5)
     return 0
+
+
+def _output_closed(log: Any, endpoint: Any) -> None:
+    """The client closed Bob's stdout: nobody can see what Bob does any more, so this is the end
+    of the connection, as at the end of input."""
+    log.info("[acp] output closed by the client (EPIPE): shutting down")
+    if endpoint is not None:
+        endpoint.stop()
 
 
 def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:

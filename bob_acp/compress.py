@@ -7,13 +7,15 @@ characters / 4 when the provider has not reported them.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from bob_acp import history
 from bob_acp.exceptions import ModelError
+from bob_acp.providers.base import Quiet
 
 MAX_OUTPUT_IN_TRANSCRIPT = 2000
 
@@ -36,16 +38,17 @@ class Outcome:
 
 
 def estimate_tokens(messages: list[dict]) -> int:
+    """Characters / 4: what a provider that reports no usage is taken to count."""
     chars = 0
     for message in messages:
         chars += len(message.get("content", ""))
         for call in message.get("tool_calls", ()):
-            chars += len(call["name"]) + len(str(call["arguments"]))
+            chars += len(call["name"]) + len(orjson.dumps(call["arguments"]))
     return chars // 4
 
 
-def should_compress(last_input_tokens: int | None, window: int, threshold: float) -> bool:
-    return last_input_tokens is not None and last_input_tokens > threshold * window
+def should_compress(tokens: int | None, window: int, threshold: float) -> bool:
+    return tokens is not None and tokens > threshold * window
 
 
 def turn_starts(messages: list[dict]) -> list[int]:
@@ -81,7 +84,7 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(lines)
 
 
-def compress(messages: list[dict], provider: Any, keep: int, cancel: threading.Event) -> Outcome:
+def compress(messages: list[dict], provider: Any, keep: int, cancel: Any, model: str | None = None) -> Outcome:
     """Fold the turns older than the last `keep` into one summary. Cancelled propagates."""
     found = plan(messages, keep)
     if found is None:
@@ -92,7 +95,7 @@ def compress(messages: list[dict], provider: Any, keep: int, cancel: threading.E
     request = [history.system(SUMMARISER),
                history.user("Summarise this conversation so far:\n\n" + transcript(old))]
     try:
-        reply = provider.generate(request, [], lambda _chunk: None, cancel)
+        reply = provider.generate(request, [], Quiet(), cancel, model=model)
     except ModelError as exc:
         return Outcome(False, messages, f"[compact: failed, history kept: {exc}]")
     text = reply.text.strip()

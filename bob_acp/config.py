@@ -31,13 +31,20 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "script": Key("str", None, nullable=True, path=True),
         "maxTokens": Key("int", None, nullable=True, minimum=1),
         "temperature": Key("number", None, nullable=True, minimum=0, maximum=2),
-        "timeout": Key("number", 120, minimum=0.001),
+        "timeout": Key("number", 120, minimum=0.001, maximum=86400),
+        "callTimeout": Key("number", 600, minimum=0.001, maximum=86400),
         "retries": Key("int", 4, minimum=0, maximum=20),
+        "thinking": Key("int", None, nullable=True, minimum=1024),
+        "price": {
+            "input": Key("number", None, nullable=True, minimum=0),
+            "output": Key("number", None, nullable=True, minimum=0),
+        },
+        "choices": Key("list[str]", []),
     },
     "context": {
-        "window": Key("int", 128000, minimum=256),
+        "window": Key("int", 128000, minimum=256, maximum=2 ** 40),
         "threshold": Key("number", 0.8, minimum=0.01, maximum=1),
-        "keepLastTurns": Key("int", 2, minimum=0),
+        "keepLastTurns": Key("int", 2, minimum=0, maximum=1000000),
     },
     "sessions": {
         "enabled": Key("bool", False),
@@ -46,9 +53,12 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "tools": {
         "bash": {
             "timeout": Key("number", 120, minimum=0.001),
-            "outputLimit": Key("int", 30000, minimum=256),
+            "outputLimit": Key("int", 30000, minimum=256, maximum=16 * 1024 * 1024),
         },
-        "maxReadBytes": Key("int", 262144, minimum=1),
+        "maxReadBytes": Key("int", 262144, minimum=1, maximum=64 * 1024 * 1024),
+        "env": {
+            "drop": Key("list[str]", ["*_API_KEY", "*_SECRET*", "*_TOKEN"]),
+        },
     },
     "loop": {
         "warnAt": Key("int", 3, minimum=2),
@@ -61,6 +71,18 @@ SCHEMA: dict[str, dict[str, Any]] = {
     },
     "skills": {
         "dirs": Key("list[str]", [], path=True),
+    },
+    "acp": {
+        "sessionHistory": Key("bool", False),
+        "configOptions": Key("bool", False),
+    },
+    "permissions": {
+        "mode": Key("enum", "ask", choices=("ask", "allow-edits", "allow-all")),
+        "allowAlways": Key("enum", "tool", choices=("tool", "command")),
+    },
+    "mcp": {
+        "enabled": Key("bool", False),
+        "timeout": Key("number", 30, minimum=0.001, maximum=86400),
     },
     "log": {
         "level": Key("enum", "info", choices=("debug", "info", "warning", "error")),
@@ -102,12 +124,6 @@ class Config(Section):
         super().__init__(values)
         object.__setattr__(self, "source", source)
 
-    def get(self, dotted: str) -> Any:
-        node: Any = self
-        for part in dotted.split("."):
-            node = getattr(node, part)
-        return node
-
 
 def default_path(env: dict[str, str]) -> str:
     base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
@@ -137,9 +153,79 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None) -> Conf
         if env.get(var):
             section, name = dotted.split(".")
             values[section][name] = _check(SCHEMA[section][name], env[var], dotted, f"${var}", base_dir)
+    where = source or "<defaults>"
     if values["loop"]["stopAt"] <= values["loop"]["warnAt"]:
-        raise ConfigError(f"config key 'loop.stopAt' in {source or '<defaults>'}: must be greater than loop.warnAt")
+        raise ConfigError(f"config key 'loop.stopAt' in {where}: must be greater than loop.warnAt")
+    if values["acp"]["sessionHistory"] and not values["sessions"]["enabled"]:
+        raise ConfigError(f"config key 'acp.sessionHistory' in {where}: needs sessions.enabled: true")
+    if values["model"]["baseUrl"] is not None:
+        origin = "$BOB_BASE_URL" if env.get("BOB_BASE_URL") else where
+        problem = url_problem(values["model"]["baseUrl"])
+        if problem:
+            raise ConfigError(f"config key 'model.baseUrl' in {origin}: {problem}, got {_shown(values['model']['baseUrl'])}")
+    if values["log"]["file"] is not None:
+        problem = _log_file_problem(values["log"]["file"])
+        if problem:
+            raise ConfigError(f"config key 'log.file' in {where}: {problem}, got {_shown(values['log']['file'])}")
     return Config(_sections(values), source)
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be a model endpoint, or None (checked at start-up, not at the first prompt)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        if not parts.scheme or not parts.netloc:
+            return "needs a scheme and a host, such as http://127.0.0.1:11434/v1"
+        return f"the scheme must be http or https, not {parts.scheme}"
+    if not parts.hostname:
+        return "needs a host, such as http://127.0.0.1:11434/v1"
+    if port == 0:
+        return "port 0 is not a port"
+    if any(c.isspace() for c in url):
+        return "must not contain white space"
+    return None
+
+
+def _log_file_problem(path: str) -> str | None:
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return "names a directory, not a file"
+    if not os.path.isdir(folder):
+        return f"its folder {folder} does not exist"
+    if not os.access(folder, os.W_OK) and not os.access(path, os.W_OK):
+        return f"its folder {folder} is not writable"
+    return None
+
+
+def _shown(value: Any, limit: int = 80) -> str:
+    """A value in an error message: a bounded repr, so a YAML alias bomb stays one short line."""
+    text = _bounded_repr(value, limit)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
+    if isinstance(value, (dict, list)):
+        if depth > 3:
+            return "{…}" if isinstance(value, dict) else "[…]"
+        pieces, size = [], 0
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            piece = (f"{key!r}: " if isinstance(value, dict) else "") + _bounded_repr(item, limit, depth + 1)
+            pieces.append(piece)
+            size += len(piece) + 2
+            if size > limit:
+                pieces.append("…")
+                break
+        inner = ", ".join(pieces)
+        return "{" + inner + "}" if isinstance(value, dict) else "[" + inner + "]"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _sections(values: dict[str, Any]) -> dict[str, Any]:
@@ -188,7 +274,7 @@ def _build(schema: dict, raw: Any, prefix: str, source: str, base_dir: str) -> d
 
 def _check(spec: Key, value: Any, dotted: str, source: str, base_dir: str) -> Any:
     def fail(problem: str) -> ConfigError:
-        return ConfigError(f"config key '{dotted}' in {source}: {problem}, got {value!r}")
+        return ConfigError(f"config key '{dotted}' in {source}: {problem}, got {_shown(value)}")
 
     if value is None:
         if spec.nullable:

@@ -6,12 +6,14 @@ This is the one format the engine, the providers, compression and the session fi
     {"role": "user", "content": str}
     {"role": "user", "content": str, "summary": True}        # a compression summary
     {"role": "assistant", "content": str,
-     "tool_calls": [{"id": str, "ref": "call_7", "name": str, "arguments": dict}]}
+     "tool_calls": [{"id": str, "ref": "call_7", "name": str, "arguments": dict}],
+     "thinking": [<provider reasoning blocks, sent back as they came>]}
     {"role": "tool", "tool_call_id": str, "name": str, "content": str}
 
 `id` is the provider's own id for a tool call (sent back with its result); `ref` is the ACP
 `toolCallId` Bob showed the client (`call_N`, per process), used again by session/load replay.
-`tool_calls` is omitted when the assistant called no tool. Every tool call is followed, before
+`tool_calls` is omitted when the assistant called no tool, `thinking` when there was none (only
+Anthropic's signed thinking blocks are kept: the API wants them back while tools run). Every tool call is followed, before
 the next user or assistant message, by exactly one tool message answering it.
 """
 
@@ -38,10 +40,12 @@ def summary_text(message: dict) -> str:
     return text[len(SUMMARY_PREFIX):] if text.startswith(SUMMARY_PREFIX) else text
 
 
-def assistant(content: str, tool_calls: list[dict] | None = None) -> dict:
-    message = {"role": "assistant", "content": content}
+def assistant(content: str, tool_calls: list[dict] | None = None, thinking: list[dict] | None = None) -> dict:
+    message: dict = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = tool_calls
+    if thinking:
+        message["thinking"] = thinking
     return message
 
 

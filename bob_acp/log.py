@@ -1,52 +1,70 @@
 """Logging: structlog to stderr (or the configured file). Nothing here ever touches stdout.
 
-Log calls only queue the event; one log thread formats and writes it. That thread imports
-structlog (which pulls in asyncio: ~80 ms) a moment after start-up, so answering `initialize`
-never waits for it, and a slow stderr never slows a turn.
+Log calls only queue the event, stamped with the time it happened; one log thread formats and
+writes it. That thread imports structlog (which pulls in asyncio: ~80 ms) a moment after
+start-up, so answering `initialize` never waits for it, and a slow stderr never slows a turn.
+The queue is bounded: when stderr is not read, lines past the bound are dropped and counted,
+and a line says how many once writing goes on.
 """
 
 from __future__ import annotations
 
-import queue
+import collections
 import sys
 import threading
+import time
 from typing import Any, Callable, TextIO
 
 # The standard library's numbers, without importing `logging` at start-up.
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
 _LEVELS = {"debug": DEBUG, "info": INFO, "warning": WARNING, "error": ERROR}
 IMPORT_DELAY = 0.15  # seconds the log thread leaves the start-up path alone
-_secrets: list[str] = []
-_state: dict[str, Any] = {"level": INFO, "thread": None}
-_queue: queue.SimpleQueue = queue.SimpleQueue()
-_hurry = threading.Event()  # set by flush(): no more waiting for start-up to pass
+MAX_QUEUED = 10000  # events waiting for the log thread
+_STOP = object()
+_state: dict[str, Any] = {"level": INFO, "thread": None, "redactor": None}
+_queue: collections.deque = collections.deque()
+_queue_lock = threading.Lock()
+_ready = threading.Condition(_queue_lock)
+_dropped = [0]
+_hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
+
+
+def add_secrets(values: Any) -> None:
+    """Remember values (an API key) that must never reach a log line, whoever logs them, in any
+    of their forms (raw, repr-escaped, JSON-escaped)."""
+    from bob_acp.secrets import Redactor
+
+    if _state["redactor"] is None:
+        _state["redactor"] = Redactor()
+    _state["redactor"].add(values)
 
 
 def add_secret(value: str | None) -> None:
-    """Remember a value (an API key) that must never reach a log line, whoever logs it."""
-    if value and len(value) >= 4 and value not in _secrets:
-        _secrets.append(value)
-
-
-def _redact(text: str) -> str:
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
+    add_secrets([value] if value else [])
 
 
 def _redact_processor(_logger: Any, _name: str, event: dict) -> dict:
-    if _secrets:
+    redactor = _state["redactor"]
+    if redactor:
         for key, value in event.items():
             if not isinstance(value, (int, float, bool, type(None))):
-                event[key] = _redact(value if isinstance(value, str) else str(value))
+                event[key] = redactor.text(value if isinstance(value, str) else str(value))
+    return event
+
+
+def _stamp_processor(_logger: Any, _name: str, event: dict) -> dict:
+    """The time the event happened (taken by the caller), not the time it is written."""
+    when = event.pop("_at", None) or time.time()
+    seconds = time.gmtime(when)
+    event["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", seconds) + f".{int(when % 1 * 1e6):06d}Z"
     return event
 
 
 def _json_renderer(_logger: Any, _name: str, event: dict) -> str:
-    import orjson
+    from bob_acp.jsonrpc import codec
 
-    return orjson.dumps(event, default=str).decode()
+    plain = (str, int, float, bool, type(None))
+    return codec.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
 
 def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
@@ -56,7 +74,7 @@ def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _stamp_processor,
             structlog.processors.format_exc_info,
             _redact_processor,
             renderer,
@@ -66,6 +84,18 @@ def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
         cache_logger_on_first_use=True,
     )
     return structlog.get_logger
+
+
+def _take() -> Any:
+    with _ready:
+        while not _queue:
+            _ready.wait()
+        item = _queue.popleft()
+        dropped, _dropped[0] = _dropped[0], 0
+    if dropped:
+        return [("warning", "bob", f"{dropped} log line(s) dropped: the log stream was not read fast enough",
+                 {"_at": time.time()}), item]
+    return [item]
 
 
 def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
@@ -82,20 +112,27 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
 
     _state["emit"] = emit
     while True:
-        item = _queue.get()
-        if item is None:
-            return
-        if isinstance(item, threading.Event):  # a flush marker
-            item.set()
-            continue
-        if callable(item):
-            try:
-                item()
-            except Exception as exc:  # a deferred job must not end logging
-                item = ("error", "bob", f"deferred log job failed: {exc!r}", {})
+        for item in _take():
+            if item is _STOP:
+                return
+            if isinstance(item, threading.Event):  # a flush marker
+                item.set()
+            elif callable(item):
+                try:
+                    item()
+                except Exception as exc:  # a deferred job must not end logging
+                    emit("error", "bob", f"deferred log job failed: {exc!r}", {"_at": time.time()})
             else:
-                continue
-        emit(*item)
+                emit(*item)
+
+
+def _put(item: Any, bounded: bool = True) -> None:
+    with _ready:
+        if bounded and len(_queue) >= MAX_QUEUED:
+            _dropped[0] += 1
+            return
+        _queue.append(item)
+        _ready.notify()
 
 
 def setup(level: str = "info", fmt: str = "console", file: str | None = None, delay: float = IMPORT_DELAY) -> TextIO:
@@ -111,7 +148,7 @@ def setup(level: str = "info", fmt: str = "console", file: str | None = None, de
 
 def defer(job: Callable[[], None]) -> None:
     """Run `job` on the log thread, after start-up (work whose only purpose is to log)."""
-    _queue.put(job)
+    _put(job, bounded=False)
 
 
 def flush(timeout: float = 1.0) -> bool:
@@ -119,9 +156,20 @@ def flush(timeout: float = 1.0) -> bool:
     if _state["thread"] is None:
         return True
     done = threading.Event()
-    _queue.put(done)
+    _put(done, bounded=False)
     _hurry.set()
     return done.wait(timeout)
+
+
+def close(timeout: float = 1.0) -> bool:
+    """Write what is queued, then stop the log thread (the end of the process)."""
+    thread = _state["thread"]
+    if thread is None:
+        return True
+    _put(_STOP, bounded=False)
+    _hurry.set()
+    thread.join(timeout)
+    return not thread.is_alive()
 
 
 class Logger:
@@ -134,10 +182,11 @@ class Logger:
 
     def _log(self, method: str, level: int, event: str, fields: dict) -> None:
         if level >= _state["level"]:
+            fields["_at"] = time.time()
             if threading.current_thread() is _state["thread"]:  # a deferred job: in its place, now
                 _state["emit"](method, self.name, event, fields)
             else:
-                _queue.put((method, self.name, event, fields))
+                _put((method, self.name, event, fields))
 
     def debug(self, event: str, **fields: Any) -> None:
         self._log("debug", DEBUG, event, fields)

@@ -1,29 +1,41 @@
-"""Sessions on disk: ids, the session file (atomic writes), validation on load, replay items.
+"""Sessions on disk: ids, the session file (atomic writes), validation on load, listing, replay.
 
-File format (version 1), `<cwd>/<sessions.dir>/<id>.json`:
+File format (version 2; version-1 files, without `title`, `generation` and `choices`, still
+load), `<cwd>/<sessions.dir>/<id>.json`:
 
-    {"version": 1, "id": "20261203-101530-4f2a9c1e", "cwd": "/abs/project",
-     "createdAt": "2026-12-03T10:15:30Z", "updatedAt": "…", "messages": [<bob_acp.history messages>]}
+    {"version": 2, "id": "20261203-101530-4f2a9c1e", "cwd": "/abs/project", "title": "…",
+     "createdAt": "2026-12-03T10:15:30Z", "updatedAt": "…", "generation": 7,
+     "choices": {"model": "…", "mode": "ask"}, "messages": [<bob_acp.history messages>]}
 
-Only the conversation is stored: nothing from the config or the environment (no API key).
+Everything but `messages` comes first, so a listing reads only the head of each file. Only the
+conversation is stored, with known secrets redacted: nothing from the config or the environment.
+
+Two processes on one session (two editor windows) lose nothing: before a file is overwritten,
+its state on disk is compared with what this process last read or wrote; when another writer
+changed it, the file on disk stays and this conversation is saved under a new id instead.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import os
 import re
-from dataclasses import dataclass
-from typing import Any
-
-import orjson
+import stat
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from bob_acp import history
-from bob_acp.atomic import atomic_write
+from bob_acp.atomic import NotRegular, atomic_write, open_regular
+from bob_acp.jsonrpc import codec
 
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)
 SESSION_ID_RE = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
 MAX_FILE_BYTES = 512 * 1024 * 1024
+HEAD_BYTES = 16 * 1024  # what a listing reads of each file
+MAX_TITLE = 80
 
 
 def new_id(now: datetime.datetime | None = None) -> str:
@@ -35,11 +47,22 @@ def valid_id(value: Any) -> bool:
     return isinstance(value, str) and SESSION_ID_RE.fullmatch(value) is not None
 
 
+def title_of(messages: list[dict]) -> str | None:
+    """The first line of the first user message, at most MAX_TITLE characters."""
+    for message in messages:
+        if message["role"] == "user" and not message.get("summary"):
+            line = next((part.strip() for part in message["content"].splitlines() if part.strip()), "")
+            if line:
+                return line if len(line) <= MAX_TITLE else line[:MAX_TITLE - 1] + "…"
+    return None
+
+
 class SessionLoadError(Exception):
-    def __init__(self, sid: str, reason: str):
+    def __init__(self, sid: str, reason: str, missing: bool = False):
         super().__init__(f"session {sid}: {reason}")
         self.sid = sid
         self.reason = reason
+        self.missing = missing  # no such session (as opposed to a file that cannot be read)
 
 
 @dataclass
@@ -48,6 +71,16 @@ class StoredSession:
     cwd: str
     messages: list[dict]
     created_at: str
+    updated_at: str
+    title: str | None = None
+    choices: dict = field(default_factory=dict)
+
+
+@dataclass
+class ListedSession:
+    id: str
+    cwd: str
+    title: str | None
     updated_at: str
 
 
@@ -59,37 +92,68 @@ class ReplayItem:
     name: str = ""
     arguments: dict | None = None
     output: str | None = None  # None: no result was recorded
+    failed: bool = False  # the recorded result was a rejection or a cancel
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_seen: dict[str, tuple] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
+_seen_lock = threading.Lock()
+
+
+def _signature(path: str) -> tuple | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size, info.st_ino
+
+
 class SessionStore:
     """The session files of one working directory."""
 
-    def __init__(self, cwd: str, folder: str):
+    def __init__(self, cwd: str, folder: str, redact: Callable[[Any], Any] | None = None, log: Any = None):
         self.cwd = cwd
         self.folder = os.path.normpath(os.path.join(cwd, os.path.expanduser(folder)))
+        self._redact = redact
+        self._log = log
 
     def path_for(self, sid: str) -> str:
         if not valid_id(sid):  # checked before any path is built from it
             raise ValueError(f"not a valid session id: {sid!r}")
         return os.path.join(self.folder, sid + ".json")
 
-    def save(self, sid: str, messages: list[dict], meta: dict | None = None) -> None:
+    def save(self, sid: str, messages: list[dict], title: str | None = None, choices: dict | None = None) -> str:
+        """Write the session; returns the id it was written under (another one when a second
+        writer changed this session's file since this process last read or wrote it)."""
         path = self.path_for(sid)
-        created = _now()
+        head = self._head(path)
+        with _seen_lock:
+            known = _seen.get(path)
+        now_on_disk = _signature(path)
+        if now_on_disk is not None and known is not None and now_on_disk != known:
+            forked = new_id()
+            if self._log is not None:
+                self._log.warning(f"[acp] session {sid}: its file changed on disk since this process wrote it "
+                                  f"(another process on the same session?); the file is kept and this "
+                                  f"conversation is saved as {forked}")
+            return self.save(forked, messages, title, choices)
+        document = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
+                    "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
+                    "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
+                    "messages": self._redact(messages) if self._redact else messages}
+        atomic_write(path, codec.dumps(document, option=codec.orjson.OPT_INDENT_2) + b"\n")
+        with _seen_lock:
+            _seen[path] = _signature(path)
+        return sid
+
+    def _head(self, path: str) -> dict:
         try:
-            with open(path, "rb") as handle:
-                created = orjson.loads(handle.read()).get("createdAt", created)
-        except (OSError, orjson.JSONDecodeError, AttributeError):
-            pass
-        document = {"version": VERSION, "id": sid, "cwd": self.cwd, "createdAt": created, "updatedAt": _now(),
-                    "messages": messages}
-        if meta:
-            document.update({k: v for k, v in meta.items() if k not in document})
-        atomic_write(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+            return _parse_head(_read_head(path))
+        except (OSError, ValueError):
+            return {}
 
     def load(self, sid: str) -> StoredSession:
         try:
@@ -97,31 +161,145 @@ class SessionStore:
         except ValueError:
             raise SessionLoadError(str(sid), "not a valid session id") from None
         try:
-            if os.path.getsize(path) > MAX_FILE_BYTES:
-                raise SessionLoadError(sid, f"file larger than {MAX_FILE_BYTES} bytes")
-            with open(path, "rb") as handle:
-                data = handle.read()
+            with open_regular(path) as handle:
+                data = handle.read(MAX_FILE_BYTES + 1)
+                signature = _signature(path)
         except FileNotFoundError:
-            raise SessionLoadError(sid, f"not found in {self.folder}") from None
+            raise SessionLoadError(sid, f"session not found in {codec.clean(self.folder)}", missing=True) from None
+        except NotRegular:
+            raise SessionLoadError(sid, f"{codec.clean(path)} is not a regular file") from None
         except OSError as exc:
-            raise SessionLoadError(sid, f"cannot read {path}: {exc.strerror}") from None
+            raise SessionLoadError(sid, f"cannot read {codec.clean(path)}: {exc.strerror}") from None
+        if len(data) > MAX_FILE_BYTES:
+            raise SessionLoadError(sid, f"file larger than {MAX_FILE_BYTES} bytes")
+        document = _document(sid, path, data)
+        with _seen_lock:
+            _seen[path] = signature
+        choices = document.get("choices") if isinstance(document.get("choices"), dict) else {}
+        title = document.get("title") if isinstance(document.get("title"), str) else None
+        return StoredSession(sid, str(document.get("cwd", self.cwd)), document["messages"],
+                             str(document.get("createdAt", "")), str(document.get("updatedAt", "")), title,
+                             {k: v for k, v in choices.items() if isinstance(k, str) and isinstance(v, str)})
+
+    def delete(self, sid: str) -> bool:
+        path = self.path_for(sid)
         try:
-            document = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise SessionLoadError(sid, f"{path} is not valid JSON") from None
-        if not isinstance(document, dict):
-            raise SessionLoadError(sid, f"{path} is not a session file")
-        if document.get("version") != VERSION:
-            raise SessionLoadError(sid, f"unsupported session file version {document.get('version')!r}")
-        messages = document.get("messages")
-        if not isinstance(messages, list):
-            raise SessionLoadError(sid, "messages: must be a list")
-        for index, message in enumerate(messages):
-            problem = message_problem(message)
-            if problem:
-                raise SessionLoadError(sid, f"malformed message {index}: {problem}")
-        return StoredSession(sid, str(document.get("cwd", self.cwd)), messages,
-                             str(document.get("createdAt", "")), str(document.get("updatedAt", "")))
+            os.unlink(path)
+        except FileNotFoundError:
+            return False
+        with _seen_lock:
+            _seen.pop(path, None)
+        return True
+
+    def exists(self, sid: str) -> bool:
+        return valid_id(sid) and os.path.isfile(self.path_for(sid))
+
+    def entries(self) -> list[tuple[int, str]]:
+        """(change time in ns, id) of each session file here: one stat each, no file read."""
+        try:
+            found = list(os.scandir(self.folder))
+        except OSError:
+            return []
+        keyed = []
+        for entry in found:
+            sid = entry.name[:-5] if entry.name.endswith(".json") else ""
+            if not valid_id(sid):
+                continue
+            try:
+                info = entry.stat()
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                keyed.append((info.st_mtime_ns, sid))
+        return keyed
+
+    def listed(self, sid: str, mtime_ns: int) -> ListedSession | None:
+        """What a listing shows of one session, from the head of its file alone."""
+        try:
+            head = _parse_head(_read_head(self.path_for(sid)))
+        except (OSError, ValueError):
+            return None  # unreadable or not a session file: not listed
+        when = head.get("updatedAt") if isinstance(head.get("updatedAt"), str) else _iso(mtime_ns)
+        title = head.get("title") if isinstance(head.get("title"), str) else None
+        return ListedSession(sid, str(head.get("cwd") or self.cwd), title, when)
+
+
+def page(stores: list["SessionStore"], cursor: str | None, limit: int) -> tuple[list[ListedSession], str | None]:
+    """A page of the sessions of these stores, the most recently updated first, and the cursor
+    of the next page (None at the end). Only the page's files are read, and only their heads."""
+    keyed = sorted({(mtime, sid, i) for i, store in enumerate(stores) for mtime, sid in store.entries()},
+                   reverse=True)
+    after = decode_cursor(cursor)
+    if after is not None:
+        keyed = [k for k in keyed if (k[0], k[1]) < after]
+    listed: list[ListedSession] = []
+    last = None
+    for mtime, sid, i in keyed:
+        if len(listed) == limit:
+            return listed, encode_cursor(last)
+        last = (mtime, sid)
+        item = stores[i].listed(sid, mtime)
+        if item is not None:
+            listed.append(item)
+    return listed, None
+
+
+def _iso(mtime_ns: int) -> str:
+    when = datetime.datetime.fromtimestamp(mtime_ns / 1e9, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def encode_cursor(key: tuple[int, str]) -> str:
+    return base64.urlsafe_b64encode(f"{key[0]}:{key[1]}".encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
+    if not cursor:
+        return None
+    try:
+        mtime, sid = base64.urlsafe_b64decode(cursor.encode()).decode().split(":", 1)
+        if not valid_id(sid):
+            raise ValueError(sid)
+        return int(mtime), sid
+    except (ValueError, UnicodeError):
+        raise ValueError("not a cursor this agent gave") from None
+
+
+def _read_head(path: str) -> bytes:
+    with open_regular(path) as handle:
+        return handle.read(HEAD_BYTES)
+
+
+def _parse_head(data: bytes) -> dict:
+    """The fields before `messages` (written first), without reading the messages."""
+    cut = data.find(b'"messages"')
+    if cut < 0:
+        raise ValueError("no messages key in the head")
+    head = data[:cut].rstrip().rstrip(b",") + b"}"
+    value = codec.loads(head)
+    if not isinstance(value, dict) or value.get("version") not in VERSIONS:
+        raise ValueError("not a session file")
+    return value
+
+
+def _document(sid: str, path: str, data: bytes) -> dict:
+    shown = codec.clean(path)
+    try:
+        document = codec.loads(data)
+    except (codec.JSONDecodeError, RecursionError):
+        raise SessionLoadError(sid, f"{shown} is not valid JSON") from None
+    if not isinstance(document, dict):
+        raise SessionLoadError(sid, f"{shown} is not a session file")
+    if document.get("version") not in VERSIONS:
+        raise SessionLoadError(sid, f"unsupported session file version {str(document.get('version'))[:40]!r}")
+    messages = document.get("messages")
+    if not isinstance(messages, list):
+        raise SessionLoadError(sid, "messages: must be a list")
+    for index, message in enumerate(messages):
+        problem = message_problem(message)
+        if problem:
+            raise SessionLoadError(sid, f"malformed message {index}: {problem}")
+    return document
 
 
 def message_problem(message: Any) -> str | None:
@@ -130,7 +308,7 @@ def message_problem(message: Any) -> str | None:
         return "not an object"
     role = message.get("role")
     if role not in ("system", "user", "assistant", "tool"):
-        return f"unknown role {role!r}"
+        return f"unknown role {str(role)[:40]!r}"
     if not isinstance(message.get("content"), str):
         return "content must be a string"
     if role == "tool":
@@ -147,11 +325,17 @@ def message_problem(message: Any) -> str | None:
                 return "tool call arguments must be an object"
             if "ref" in call and not isinstance(call["ref"], str):
                 return "a tool call ref must be a string"
+    if role == "assistant" and "thinking" in message:
+        blocks = message["thinking"]
+        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+            return "thinking must be a list of objects"
     return None
 
 
 def replay_items(messages: list[dict]) -> list[ReplayItem]:
     """What session/load sends, in order (the product document's replay table)."""
+    from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED
+
     outputs = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
     items: list[ReplayItem] = []
     for message in messages:
@@ -165,6 +349,8 @@ def replay_items(messages: list[dict]) -> list[ReplayItem]:
             if message["content"]:
                 items.append(ReplayItem("agent", message["content"]))
             for call in message.get("tool_calls", ()):
+                output = outputs.get(call["id"])
                 items.append(ReplayItem("tool", ref=call.get("ref") or call["id"], name=call["name"],
-                                        arguments=call["arguments"], output=outputs.get(call["id"])))
+                                        arguments=call["arguments"], output=output,
+                                        failed=output in (REJECTED, CANCELLED_RESULT, NOT_RUN)))
     return items

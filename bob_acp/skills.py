@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from bob_acp.jsonrpc.codec import clean
 
 NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64
 MAX_DESCRIPTION = 1024
+MAX_SKILL_MD = 1024 * 1024
 RESERVED = ("new", "compact")  # slash commands intercepted by session/prompt
 SKILL_HINT = "parameters, if this skill needs any"
 BUILTIN_COMMANDS = [
@@ -23,14 +28,27 @@ BUILTIN_COMMANDS = [
 ]
 
 
+MAX_LISTED_FILES = 100  # files read_skill lists; the rest are counted
+MAX_COUNTED_FILES = 10000  # the count stops here (a node_modules/ inside a skill)
+
+
 @dataclass
 class Skill:
     name: str
     description: str
     folder: str
     instructions: str
-    files: list[str] = field(default_factory=list)
+    listed: list[str] | None = None  # the files, when given; else found on first use
     source: str = ""
+    more: int = 0  # files beyond the listed ones (a lower bound when it reached the counting cap)
+
+    @property
+    def files(self) -> list[str]:
+        """Absolute paths of the skill's own files (SKILL.md and dot files left out), at most
+        MAX_LISTED_FILES of them, the folder's top level first."""
+        if self.listed is None:
+            self.listed, self.more = _files(self.folder)
+        return self.listed
 
 
 @dataclass
@@ -43,8 +61,10 @@ class Catalog:
 
 
 def shipped_dir() -> str:
-    from bob_acp import shipped_skills
-
+    try:
+        from bob_acp import shipped_skills
+    except ImportError:  # the source tree itself (not installed): skills/ beside the package
+        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "skills")
     return os.path.dirname(os.path.abspath(shipped_skills.__file__))
 
 
@@ -56,41 +76,83 @@ def search_path(cwd: str, cfg: Any, env: dict | None = None) -> list[tuple[str, 
     return places + [("skills.dirs", d) for d in cfg.skills.dirs]
 
 
+_cache: dict[str, tuple[tuple, list[tuple[Skill | None, str | None]]]] = {}
+_cache_lock = threading.Lock()
+
+
 def discover(cwd: str, cfg: Any, env: dict | None = None) -> Catalog:
     found: dict[str, Skill] = {}
     warnings: list[str] = []
     for source, folder in search_path(cwd, cfg, env):
-        try:
-            entries = sorted(os.listdir(folder))
-        except OSError:
-            continue  # a place with no skills folder is fine
-        for entry in entries:
-            path = os.path.join(folder, entry)
-            if entry.startswith((".", "_")) or not os.path.isdir(path):
-                continue
-            skill_md = os.path.join(path, "SKILL.md")
-            if not os.path.isfile(skill_md):
-                continue
-            skill, problem = _parse(path, entry, skill_md, source)
+        for skill, problem in _place(folder, source):
             if problem:
-                warnings.append(f"skill {skill_md} skipped: {problem}")
+                warnings.append(problem)
             else:
                 found[skill.name] = skill
     for name in RESERVED:
         if name in found:
-            warnings.append(f"skill '{name}' ({found[name].folder}) is not advertised: the /{name} command is "
+            warnings.append(f"skill '{name}' ({clean(found[name].folder)}) is not advertised: the /{name} command is "
                             "intercepted, so the menu could never reach it (use ${name} instead)")
     return Catalog(dict(sorted(found.items())), warnings)
+
+
+def _place(folder: str, source: str) -> list[tuple[Skill | None, str | None]]:
+    """The skills of one place, parsed again only when a folder or a SKILL.md changed (the
+    catalogue is read at every session/new; parsing YAML is what costs)."""
+    signature = _signature(folder)
+    if signature is None:
+        return []  # a place with no skills folder is fine
+    key = source + "\0" + folder
+    with _cache_lock:
+        cached = _cache.get(key)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    results = []
+    for entry, _, _ in signature[1]:
+        path = os.path.join(folder, entry)
+        skill_md = os.path.join(path, "SKILL.md")
+        skill, problem = _parse(path, entry, skill_md, source)
+        results.append((skill, f"skill {clean(skill_md)} skipped: {problem}" if problem else None))
+    with _cache_lock:
+        _cache[key] = (signature, results)
+    return results
+
+
+def _signature(folder: str) -> tuple | None:
+    """What a place's skills depend on: each skill folder's and SKILL.md's change times and size."""
+    try:
+        folder_stat = os.stat(folder)
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    parts = []
+    for entry in entries:
+        if entry.startswith((".", "_")):
+            continue
+        path = os.path.join(folder, entry)
+        try:
+            folder_info = os.stat(path)
+            info = os.stat(os.path.join(path, "SKILL.md"))
+        except OSError:
+            continue
+        if not stat.S_ISDIR(folder_info.st_mode) or not stat.S_ISREG(info.st_mode):
+            continue
+        parts.append((entry, folder_info.st_mtime_ns, (info.st_mtime_ns, info.st_size, info.st_ino)))
+    return folder_stat.st_mtime_ns, tuple(parts)
 
 
 def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill | None, str | None]:
     import yaml
 
+    from bob_acp.atomic import read_regular
+
     try:
-        with open(skill_md, "rb") as handle:
-            text = handle.read().decode("utf-8")
+        data, size = read_regular(skill_md, MAX_SKILL_MD)
+        if size > MAX_SKILL_MD:
+            return None, f"SKILL.md larger than {MAX_SKILL_MD} bytes"
+        text = data.decode("utf-8")
     except OSError as exc:
-        return None, f"cannot read: {exc.strerror}"
+        return None, f"cannot read: {exc.strerror or exc}"
     except UnicodeDecodeError:
         return None, "not UTF-8"
     text = text.lstrip("\ufeff")
@@ -116,18 +178,37 @@ def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill
     if len(description) > MAX_DESCRIPTION:
         return None, f"description longer than {MAX_DESCRIPTION} characters"
     return Skill(name, " ".join(description.split()), folder, text[match.end():].strip() + "\n",
-                 _files(folder), source), None
+                 source=source), None
 
 
-def _files(folder: str) -> list[str]:
-    files = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
-        for name in names:
-            if name.startswith(".") or (root == folder and name == "SKILL.md"):
+def _files(folder: str) -> tuple[list[str], int]:
+    """(up to MAX_LISTED_FILES files, the number of further files), walked breadth first so the
+    top level comes first, the walk itself bounded by MAX_COUNTED_FILES."""
+    listed: list[str] = []
+    seen = 0
+    level = [folder]
+    while level and seen < MAX_COUNTED_FILES:
+        below = []
+        for root in level:
+            try:
+                entries = sorted(os.scandir(root), key=lambda e: e.name)
+            except OSError:
                 continue
-            files.append(os.path.join(root, name))
-    return sorted(files)
+            for entry in entries:
+                if entry.name.startswith(".") or entry.name == "__pycache__":
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    below.append(entry.path)
+                    continue
+                if root == folder and entry.name == "SKILL.md":
+                    continue
+                seen += 1
+                if len(listed) < MAX_LISTED_FILES:
+                    listed.append(entry.path)
+                if seen >= MAX_COUNTED_FILES:
+                    break
+        level = below
+    return listed, seen - len(listed)
 
 
 def catalogue_text(catalog: Catalog) -> str:

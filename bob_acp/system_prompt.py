@@ -1,14 +1,24 @@
-"""The system prompt of a session: Bob's instructions, the environment, the skills, AGENTS.md."""
+"""The system prompt of a session: Bob's instructions, the environment, the tools beyond the
+built-in ones, the skills, and the project's AGENTS.md files.
+
+AGENTS.md is project content, hence untrusted: each one is read only when it is a regular file
+whose real path (links resolved) lies inside the project (the git root, else the cwd), without
+ever blocking on it (a FIFO named AGENTS.md), within its cap, and cached by its change time,
+since this runs on the dispatcher at every session/new.
+"""
 
 from __future__ import annotations
 
 import datetime
 import os
 import platform
+import threading
 
 from bob_acp import skills
+from bob_acp.jsonrpc.codec import clean
 
 MAX_AGENTS_MD = 64 * 1024
+MAX_LEVELS = 64  # folders searched upwards for the git root
 
 INSTRUCTIONS = """\
 You are Bob, a bash-first coding agent working in the user's project through tools.
@@ -23,40 +33,90 @@ How you work:
   long-running processes (servers, watchers) as background jobs, never in the foreground.
 - Be brief in your answers: say what you did and what you found, not what you are about to do."""
 
+BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "read_skill")
+_platform = f"{platform.system()} {platform.release()}"
+_cache: dict[str, tuple[tuple, str]] = {}
+_cache_lock = threading.Lock()
 
-def build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime | None = None) -> str:
+
+def build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime | None = None,
+          tools: list[str] | tuple[str, ...] = BUILTIN_TOOLS) -> str:
     now = now or datetime.datetime.now(datetime.timezone.utc)
     parts = [INSTRUCTIONS, _environment(cwd, now)]
+    more = [name for name in tools if name not in BUILTIN_TOOLS]
+    if more:
+        parts.append("More tools, from the editor's MCP servers (each asks the user first): " + ", ".join(more))
     catalogue = skills.catalogue_text(catalog)
     if catalogue:
         parts.append(catalogue)
-    agents = _agents_md(cwd)
-    if agents:
-        parts.append("Project instructions (AGENTS.md in the working directory):\n\n" + agents)
+    for path, text in agents_files(cwd):
+        parts.append(f"Project instructions ({clean(path)}):\n\n{text}")
     return "\n\n".join(parts)
 
 
 def _environment(cwd: str, now: datetime.datetime) -> str:
-    system = platform.system()
-    release = platform.release()
-    shell = os.environ.get("SHELL", "/bin/sh")
+    shell = clean(os.environ.get("SHELL", "/bin/sh"))
     return (
         "Environment:\n"
-        f"- working directory: {cwd}\n"
-        f"- operating system: {system} {release}\n"
+        f"- working directory: {clean(cwd)}\n"
+        f"- operating system: {_platform}\n"
         f"- shell for the bash tool: bash (the user's login shell is {shell})\n"
         f"- date: {now.strftime('%Y-%m-%d')} (UTC)"
     )
 
 
-def _agents_md(cwd: str) -> str:
-    path = os.path.join(cwd, "AGENTS.md")
+def project_root(cwd: str) -> str:
+    """The git root above (or at) cwd, else cwd itself."""
+    folder = cwd
+    for _ in range(MAX_LEVELS):
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return cwd
+
+
+def agents_files(cwd: str) -> list[tuple[str, str]]:
+    """(path, text) of each AGENTS.md from the project root down to cwd, the nearest last."""
+    root = project_root(cwd)
+    real_root = os.path.realpath(root)
+    folders = [cwd]
+    while folders[-1] != root and os.path.dirname(folders[-1]) != folders[-1]:
+        folders.append(os.path.dirname(folders[-1]))
+    found = []
+    for folder in reversed(folders):
+        text = _agents_md(os.path.join(folder, "AGENTS.md"), real_root)
+        if text:
+            found.append((os.path.join(folder, "AGENTS.md"), text))
+    return found
+
+
+def _agents_md(path: str, real_root: str) -> str:
+    import stat
+
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_AGENTS_MD + 1)
+        real = os.path.realpath(path)
+        info = os.stat(real)
+    except OSError:
+        return ""
+    if not stat.S_ISREG(info.st_mode) or os.path.commonpath([real, real_root]) != real_root:
+        return ""  # a device, a FIFO, /proc/self/environ, or a file outside the project
+    signature = (real, info.st_mtime_ns, info.st_size, info.st_ino)
+    with _cache_lock:
+        cached = _cache.get(path)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    from bob_acp.atomic import read_regular
+
+    try:
+        data, _size = read_regular(real, MAX_AGENTS_MD)
     except OSError:
         return ""
     text = data[:MAX_AGENTS_MD].decode("utf-8", errors="replace").strip()
     if len(data) > MAX_AGENTS_MD:
         text += f"\n[AGENTS.md cut at {MAX_AGENTS_MD} bytes]"
+    with _cache_lock:
+        _cache[path] = (signature, text)
     return text

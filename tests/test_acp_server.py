@@ -6,7 +6,8 @@ import datetime
 import pytest
 
 from bob_acp import config, history, log, sessions, skills, system_prompt
-from bob_acp.acp.server import AgentServer, chosen_option
+from bob_acp.acp.server import AgentServer
+from bob_acp.acp.updates import chosen_option
 from bob_acp.jsonrpc.endpoint import Outcome
 from bob_acp.jsonrpc.errors import RpcError
 
@@ -45,11 +46,11 @@ def test_bob_without_auth_methods_answers_authenticate_with_nothing():
 def test_a_session_id_the_connection_holds_is_refused_and_the_held_one_kept(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
-    first = srv._make_session("20260101-000000-00000001", str(tmp_path), None)
-    srv._admit(first)
-    again = srv._make_session("20260101-000000-00000001", str(tmp_path), None)
+    first = srv.make_session("20260101-000000-00000001", str(tmp_path), None)
+    srv.admit(first)
+    again = srv.make_session("20260101-000000-00000001", str(tmp_path), None)
     with pytest.raises(RpcError) as info:
-        srv._admit(again)
+        srv.admit(again)
     assert info.value.code == -32603
     assert srv.sessions["20260101-000000-00000001"] is first
 
@@ -86,6 +87,6 @@ def test_load_replaces_the_stored_system_prompt(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
     stored = [history.system("an old prompt"), history.user("hi"), history.assistant("hello")]
-    session = srv._make_session(sessions.new_id(), str(tmp_path), stored)
+    session = srv.make_session(sessions.new_id(), str(tmp_path), stored)
     assert session.conv.messages[0]["content"].startswith("You are Bob")
     assert session.conv.messages[1:] == stored[1:]

@@ -3,6 +3,8 @@
 import re
 import threading
 
+from bob_acp.cancel import Cancel
+
 import pytest
 
 from bob_acp import compress, history
@@ -14,7 +16,7 @@ class FakeModel:
     def __init__(self, text="the summary", error=None):
         self.text, self.error, self.requests = text, error, []
 
-    def generate(self, messages, tools, on_text, cancel):
+    def generate(self, messages, tools, stream, cancel, model=None):
         self.requests.append((messages, tools))
         if self.error:
             raise self.error
@@ -43,7 +45,7 @@ def test_plan_cuts_only_at_turn_boundaries():
 def test_compress_folds_old_turns_into_one_summary():
     model = FakeModel("they listed files")
     messages = turns(3)
-    outcome = compress.compress(messages, model, 2, threading.Event())
+    outcome = compress.compress(messages, model, 2, Cancel())
     assert outcome.changed
     assert outcome.messages[0] == messages[0]
     assert outcome.messages[1] == history.summary("they listed files") and outcome.messages[1]["role"] == "user"
@@ -55,7 +57,7 @@ def test_compress_folds_old_turns_into_one_summary():
 
 def test_nothing_to_compact_keeps_the_history():
     messages = turns(2)
-    outcome = compress.compress(messages, FakeModel(), 2, threading.Event())
+    outcome = compress.compress(messages, FakeModel(), 2, Cancel())
     assert not outcome.changed and outcome.messages is messages
     assert outcome.line == "🗜️ nothing to compact: 8 message(s), no turn older than the last 2"
 
@@ -66,14 +68,14 @@ def test_nothing_to_compact_keeps_the_history():
 ])
 def test_failure_keeps_the_history(model, explanation):
     messages = turns(3)
-    outcome = compress.compress(messages, model, 1, threading.Event())
+    outcome = compress.compress(messages, model, 1, Cancel())
     assert not outcome.changed and outcome.messages is messages
     assert outcome.line == f"[compact: failed, history kept: {explanation}]"
 
 
 def test_cancel_propagates():
     with pytest.raises(Cancelled):
-        compress.compress(turns(3), FakeModel(error=Cancelled()), 1, threading.Event())
+        compress.compress(turns(3), FakeModel(error=Cancelled()), 1, Cancel())
 
 
 def test_thresholds():

@@ -19,13 +19,19 @@ def test_defaults_are_the_documented_ones():
     assert cfg.source is None
     assert cfg.as_dict() == {
         "model": {"provider": "openai", "name": "gpt-4.1-mini", "baseUrl": None, "apiKeyEnv": None, "script": None,
-                  "maxTokens": None, "temperature": None, "timeout": 120, "retries": 4},
+                  "maxTokens": None, "temperature": None, "timeout": 120, "callTimeout": 600, "retries": 4,
+                  "thinking": None, "price": {"input": None, "output": None}, "choices": []},
         "context": {"window": 128000, "threshold": 0.8, "keepLastTurns": 2},
         "sessions": {"enabled": False, "dir": ".bob/sessions"},
-        "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144},
+        "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144,
+                  "env": {"drop": ["*_API_KEY", "*_SECRET*", "*_TOKEN"]}},
         "loop": {"warnAt": 3, "stopAt": 5},
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},
         "skills": {"dirs": []},
+        # Features the product document does not have are off: its behaviour, exactly.
+        "acp": {"sessionHistory": False, "configOptions": False},
+        "permissions": {"mode": "ask", "allowAlways": "tool"},
+        "mcp": {"enabled": False, "timeout": 30},
         "log": {"level": "info", "format": "console", "file": None},
     }
 

@@ -19,7 +19,10 @@ def test_text_is_streamed_chunk_by_chunk(scripted):
     bob, sid = scripted([{"replies": [{"chunks": ["Hel", "lo ", " world\n"]}]}])
     response, frames = bob.prompt(sid, "hi")
     assert response["result"] == {"stopReason": "end_turn"}
-    assert [u["content"]["text"] for u in updates(frames)] == ["Hel", "lo ", " world\n"]
+    chunks = updates(frames, "agent_message_chunk")
+    assert [u["content"]["text"] for u in chunks] == ["Hel", "lo ", " world\n"]
+    assert len({u["messageId"] for u in chunks}) == 1  # one model message, one id across its chunks
+    assert [u["sessionUpdate"] for u in updates(frames)][-1] == "usage_update"
     bob.wait_stderr("[acp] turn done: 0 command(s) · 0 file op(s) · 0 skill(s)")
 
 
@@ -39,47 +42,52 @@ def test_a_turn_with_bash_write_and_edit_asserting_every_frame(scripted, workdir
 
     shapes = [(f.get("method"), strip_update(f)["sessionUpdate"] if f.get("method") == "session/update" else None)
               for f in frames]
+    update, ask = "session/update", "session/request_permission"
     assert shapes == [
-        ("session/update", "agent_message_chunk"),
-        ("session/update", "tool_call"),
-        ("session/request_permission", None),
-        ("session/update", "tool_call_update"),
-        ("session/update", "tool_call_update"),
-        ("session/update", "tool_call"),
-        ("session/request_permission", None),
-        ("session/update", "tool_call_update"),
-        ("session/update", "tool_call_update"),
-        ("session/update", "tool_call"),
-        ("session/request_permission", None),
-        ("session/update", "tool_call_update"),
-        ("session/update", "tool_call_update"),
-        ("session/update", "agent_message_chunk"),
+        (update, "agent_message_chunk"), (update, "usage_update"),
+        (update, "tool_call"), (ask, None), (update, "tool_call_update"), (update, "tool_call_update"),
+        (update, "tool_call_update"),
+        (update, "usage_update"),
+        (update, "tool_call"), (ask, None), (update, "tool_call_update"), (update, "tool_call_update"),
+        (update, "usage_update"),
+        (update, "tool_call"), (ask, None), (update, "tool_call_update"), (update, "tool_call_update"),
+        (update, "agent_message_chunk"), (update, "usage_update"),
     ]
-    bash_call = strip_update(frames[1])
+    first_chunk, last_chunk = strip_update(frames[0]), strip_update(frames[-2])
+    assert first_chunk["messageId"] != last_chunk["messageId"]  # two model messages
+    assert strip_update(frames[1]) == {"sessionUpdate": "usage_update", "used": strip_update(frames[1])["used"],
+                                       "size": 128000}
+    bash_call = strip_update(frames[2])
     n = int(bash_call["toolCallId"].split("_")[1])
     assert bash_call == {"sessionUpdate": "tool_call", "toolCallId": f"call_{n}", "title": "bash: echo hello; exit 3",
                          "kind": "execute", "status": "pending", "rawInput": {"command": "echo hello; exit 3"}}
-    permission = frames[2]["params"]
+    permission = frames[3]["params"]
     assert permission["sessionId"] == sid
     assert permission["toolCall"]["toolCallId"] == f"call_{n}" and permission["toolCall"]["title"] == "bash: echo hello; exit 3"
     assert [(o["optionId"], o["kind"]) for o in permission["options"]] == [
         ("allow", "allow_once"), ("allow_always", "allow_always"), ("reject", "reject_once")]
-    assert strip_update(frames[3]) == {"sessionUpdate": "tool_call_update", "toolCallId": f"call_{n}", "status": "in_progress"}
-    done = strip_update(frames[4])
+    assert strip_update(frames[4]) == {"sessionUpdate": "tool_call_update", "toolCallId": f"call_{n}", "status": "in_progress"}
+    live = strip_update(frames[5])  # the output so far, while it runs, fenced
+    assert live["status"] == "in_progress" and live["content"][0]["content"]["text"] == "```console\nhello\n```"
+    done = strip_update(frames[6])
     assert done["status"] == "failed"  # exit code 3
-    assert "hello" in done["rawOutput"]["output"] and "[exit code: 3]" in done["rawOutput"]["output"]
-    assert done["content"] == [{"type": "content", "content": {"type": "text", "text": done["rawOutput"]["output"]}}]
+    assert done["rawOutput"]["output"] == "hello\n[exit code: 3]"  # raw, as the model read it
+    assert done["content"] == [{"type": "content", "content": {"type": "text", "text": "```console\nhello\n[exit code: 3]\n```"}}]
 
-    write_call = strip_update(frames[5])
+    write_call = strip_update(frames[8])
     assert write_call["toolCallId"] == f"call_{n + 1}" and write_call["kind"] == "edit"
     assert write_call["title"] == "write_file: notes/a.txt" and write_call["locations"] == [{"path": path}]
-    written = strip_update(frames[8])
+    proposed = [{"type": "diff", "path": path, "newText": "one\ntwo\n"}]  # a new file: no oldText at all
+    assert write_call["content"] == proposed and frames[9]["params"]["toolCall"]["content"] == proposed
+    written = strip_update(frames[11])
     assert written["status"] == "completed"
-    assert written["content"] == [{"type": "diff", "path": path, "oldText": None, "newText": "one\ntwo\n"}]
+    assert written["content"] == proposed
     assert isinstance(written["rawOutput"]["output"], str)
-    edited = strip_update(frames[12])
-    assert edited["toolCallId"] == f"call_{n + 2}"
-    assert edited["content"] == [{"type": "diff", "path": path, "oldText": "one\ntwo\n", "newText": "one\nTWO\n"}]
+    edit_call = strip_update(frames[13])
+    change = [{"type": "diff", "path": path, "oldText": "one\ntwo\n", "newText": "one\nTWO\n"}]
+    assert edit_call["content"] == change and frames[14]["params"]["toolCall"]["content"] == change
+    edited = strip_update(frames[16])
+    assert edited["toolCallId"] == f"call_{n + 2}" and edited["content"] == change
     bob.wait_stderr("[acp] turn done: 1 command(s) · 2 file op(s) · 0 skill(s)")
 
 

@@ -105,9 +105,9 @@ def test_prompts_are_serialised_across_sessions(scripted):
     order = []
     while len([o for o in order if o[0] == "response"]) < 2:
         frame = bob.read_frame()
-        if "method" in frame:
+        if frame.get("method") == "session/update" and frame["params"]["update"]["sessionUpdate"] == "agent_message_chunk":
             order.append(("chunk", frame["params"]["sessionId"]))
-        else:
+        elif "method" not in frame:
             order.append(("response", frame["id"]))
     assert order == [("chunk", first)] * 3 + [("response", a)] + [("chunk", second)] * 3 + [("response", b)]
 

@@ -142,9 +142,10 @@ def test_two_answers_and_an_early_answer(gated, workdir):
         state["n"] += 1
         rid = request["id"]
         if state["n"] == 1:
+            # Sent while Bob still waits on this request, so it certainly comes before its own:
+            bob.send({"jsonrpc": "2.0", "id": rid + 1, "result": allow(request)})  # before its request: ignored
             bob.send({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "selected", "optionId": "reject"}}})
             bob.send({"jsonrpc": "2.0", "id": rid, "result": allow(request)})  # too late: ignored
-            bob.send({"jsonrpc": "2.0", "id": rid + 1, "result": allow(request)})  # before its request: ignored
         else:
             bob.send({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "cancelled"}}})
 
@@ -196,10 +197,11 @@ def test_sigkill_during_session_saves_and_file_writes_never_tears_a_file(spawn_b
         bob = spawn_bob({"model": {"provider": "script", "script": str(script)}, "sessions": {"enabled": True}})
         bob.initialize()
         sid = bob.new_session()
-        deadline = time.monotonic() + 0.3 + rng.random()
+        target = rng.randint(4, 8)  # whole turns before the kill may come, each saving and writing
+        kill_at = None
         turn = 0
         pending = None
-        while time.monotonic() < deadline:  # one short turn after another: a save after each
+        while kill_at is None or time.monotonic() < kill_at:  # one short turn after another
             if pending is None:
                 turn += 1
                 pending = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [
@@ -213,11 +215,13 @@ def test_sigkill_during_session_saves_and_file_writes_never_tears_a_file(spawn_b
             elif frame.get("id") == pending and "method" not in frame:
                 pending = None
                 saves_seen += 1
+                if saves_seen >= target * (_round + 1) and kill_at is None:
+                    kill_at = time.monotonic() + rng.random() * 0.3  # lands anywhere in the next turns
         os.kill(bob.pid, signal.SIGKILL)
         bob.wait(5)
         assert (workdir / "big.txt").read_text() in (big_a, big_b)
         data = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
-        assert data["version"] == 1 and data["messages"][0]["role"] == "system"
+        assert data["version"] == 2 and data["messages"][0]["role"] == "system"
         for message in data["messages"][1:]:
             assert message["role"] in ("user", "assistant", "tool")
     assert saves_seen > 10  # the kills landed among repeated saves and writes

@@ -42,7 +42,7 @@ def test_openai_turn_with_bash_write_edit_and_each_answer(bob_http, server, work
     finals = [u for u in updates(frames, "tool_call_update") if u["status"] in ("completed", "failed")]
     assert [u["status"] for u in finals] == ["completed", "completed", "completed", "failed"]
     assert finals[0]["rawOutput"]["output"] == "hi\n[exit code: 0]"
-    assert finals[1]["content"] == [{"type": "diff", "path": str(workdir / "f.txt"), "oldText": None, "newText": "alpha\n"}]
+    assert finals[1]["content"] == [{"type": "diff", "path": str(workdir / "f.txt"), "newText": "alpha\n"}]
     assert finals[3]["rawOutput"]["output"] == "[command rejected by the user]"
     # the model saw every result, in order, with the ids it gave
     last = server.requests[-1]["body"]["messages"]

@@ -56,7 +56,7 @@ def test_session_file_written_at_new_and_after_every_turn(bob_with_sessions, wor
     bob = bob_with_sessions()
     sid = bob.new_session()
     data = stored(workdir, sid)
-    assert data["version"] == 1 and data["id"] == sid and [m["role"] for m in data["messages"]] == ["system"]
+    assert data["version"] == 2 and data["id"] == sid and [m["role"] for m in data["messages"]] == ["system"]
     bob.prompt(sid, "list the files", answer=allow_always)
     roles = [m["role"] for m in stored(workdir, sid)["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
@@ -138,6 +138,8 @@ def test_load_replays_everything_then_commands_then_answers(bob_with_sessions, w
     kinds = [f["params"]["update"]["sessionUpdate"] for f in frames]
     assert kinds[-1] == "available_commands_update"
     replay = [f["params"]["update"] for f in frames[:-1]]
+    ids = [u.pop("messageId") for u in replay]  # every replayed message has an id of its own
+    assert len(set(ids)) == len(ids)
     assert replay[0] == {"sessionUpdate": "agent_message_chunk",
                          "content": {"type": "text", "text": "🗜️ The user asked for files; Bob listed them."}}
     assert replay[1] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello"}}
@@ -161,9 +163,9 @@ def test_load_replays_tool_calls_completed_and_failed(bob_with_sessions, workdir
     replay = [f["params"]["update"] for f in frames]
     assert replay[1] == {"sessionUpdate": "tool_call", "toolCallId": "call_41", "title": "bash: ls", "kind": "execute",
                          "status": "completed", "rawInput": {"command": "ls"}, "rawOutput": {"output": "a.txt\n"},
-                         "content": [{"type": "content", "content": {"type": "text", "text": "a.txt\n"}}]}
+                         "content": [{"type": "content", "content": {"type": "text", "text": "```console\na.txt\n```"}}]}
     assert replay[2] == {"sessionUpdate": "tool_call", "toolCallId": "call_42", "title": "edit_file: a", "kind": "edit",
-                         "status": "failed", "rawInput": lost["arguments"]}
+                         "status": "failed", "rawInput": lost["arguments"], "locations": [{"path": str(workdir / "a")}]}
     # a new call in this process never reuses a replayed id
     _, frames = bob.prompt(sid, "list the files", answer=allow_always)
     new_ids = [u["toolCallId"] for u in updates(frames, "tool_call")]

@@ -192,31 +192,44 @@ def test_worker_routes_leave_the_dispatcher_free(harness):
     assert h.next() == {"jsonrpc": "2.0", "id": 1, "result": {"slow": True}}
 
 
-def test_a_full_inbound_queue_answers_busy_and_still_takes_urgent_notifications(harness, monkeypatch):
+def test_a_full_inbound_queue_holds_the_reader_and_every_request_gets_its_real_answer(harness, monkeypatch):
+    """Backpressure: past the bound the reader waits for room (so the client's writes block)
+    instead of answering "server busy"; urgent notifications never wait."""
     monkeypatch.setattr(endpoint_module, "MAX_PENDING_FRAMES", 4)
     gate = threading.Event()
     seen = []
     h = harness({"block": Route(lambda p: gate.wait(5) and {}), "echo": Route(lambda p: p)},
                 notifications={"cancel": lambda p: seen.append(p)}, urgent=frozenset({"cancel"}))
     h.send({"jsonrpc": "2.0", "id": 0, "method": "block", "params": {}})  # holds the dispatcher
-    time.sleep(0.1)
     for i in range(1, 5):
         h.send({"jsonrpc": "2.0", "id": i, "method": "echo", "params": {}})
-    h.send({"jsonrpc": "2.0", "id": 5, "method": "echo", "params": {}})
+    wait_until(lambda: h.endpoint._inbox_frames == 4)
+    h.send({"jsonrpc": "2.0", "id": 5, "method": "echo", "params": {}})  # no room: the reader waits
+    wait_until(lambda: h.endpoint._reader_waiting)
     h.send({"jsonrpc": "2.0", "method": "cancel", "params": {"n": 1}})
-    busy = h.next()
-    assert error_of(busy) == (5, -32603) and "busy" in busy["error"]["message"]
+    assert h.quiet(0.2)  # nothing refused, nothing answered while the dispatcher is held
     gate.set()
-    ids = [h.next()["id"] for _ in range(5)]
-    assert ids == [0, 1, 2, 3, 4]
-    time.sleep(0.1)
-    assert seen == [{"n": 1}]
+    frames = [h.next() for _ in range(6)]
+    assert [f["id"] for f in frames] == [0, 1, 2, 3, 4, 5] and all("result" in f for f in frames)
+    wait_until(lambda: seen == [{"n": 1}])
+
+
+def test_requests_held_by_workers_past_the_bound_are_server_busy(harness, monkeypatch):
+    monkeypatch.setattr(endpoint_module, "MAX_HELD_FRAMES", 2)
+    gate = threading.Event()
+    h = harness({"slow": Route(lambda p: gate.wait(5) and {"done": True}, worker=True)})
+    for i in range(3):
+        h.send({"jsonrpc": "2.0", "id": i, "method": "slow", "params": {}})
+    busy = h.next()
+    assert error_of(busy) == (2, -32603) and "busy" in busy["error"]["message"]
+    gate.set()
+    assert sorted(h.next()["id"] for _ in range(2)) == [0, 1]
 
 
 def test_outbound_request_gets_its_answer_and_ignores_a_second(harness):
     h = harness()
     outcomes = []
-    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {"q": 1})))
+    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {"q": 1}).wait()))
     t.start()
     req = h.next()
     assert req["method"] == "ask" and isinstance(req["id"], int)
@@ -227,39 +240,42 @@ def test_outbound_request_gets_its_answer_and_ignores_a_second(harness):
 
 
 @pytest.mark.parametrize("answer, why", [
-    ({"id": "ID", "result": {}}, "string id where a number was sent"),
-    ({"jsonrpc": "2.0", "id": "ID", "error": {"code": -1, "message": "no"}}, "error"),
+    ({"jsonrpc": "2.0", "id": "ID", "result": {}}, "string id where a number was sent"),
+    ({"jsonrpc": "2.0", "id": "NUM", "error": {"code": -1, "message": "no"}}, "error"),
     ({"id": "NUM", "result": {}}, "missing jsonrpc"),
     ({"jsonrpc": "2.0", "id": "NUM"}, "neither result nor error"),
 ])
-def test_outbound_request_malformed_answers_are_not_results(harness, answer, why):
+def test_outbound_request_malformed_answers_settle_it_as_an_error(harness, answer, why):
+    """Each settles the request at once, as an error: nobody needs to cancel it."""
     h = harness()
-    outcomes = []
-    cancel = threading.Event()
-    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {}, cancel)))
+    pending = []
+    t = threading.Thread(target=lambda: pending.append(h.endpoint.request("ask", {})) or None)
     t.start()
     req = h.next()
+    t.join(3)
     frame = dict(answer)
     frame["id"] = str(req["id"]) if answer["id"] == "ID" else req["id"]
     h.send(frame)
-    time.sleep(0.2)
-    cancel.set()
-    t.join(3)
-    assert not outcomes[0].ok, why
+    settled = []
+    waiter = threading.Thread(target=lambda: settled.append(pending[0].wait()), daemon=True)
+    waiter.start()
+    waiter.join(3)
+    assert settled, f"{why}: the request was left waiting"
+    assert not settled[0].ok and settled[0].error and not settled[0].closed, why
 
 
-def test_cancel_and_eof_end_an_outbound_wait(harness):
+def test_abandon_and_eof_end_an_outbound_wait(harness):
     closed = []
     h = harness(on_close=lambda: closed.append(True))
-    cancel = threading.Event()
     outcomes = []
-    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {}, cancel)))
+    first = h.endpoint.request("ask", {})
+    t = threading.Thread(target=lambda: outcomes.append(first.wait()))
     t.start()
     h.next()
-    cancel.set()
+    first.abandon()
     t.join(2)
     assert outcomes[0].closed
-    t2 = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {})))
+    t2 = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {}).wait()))
     t2.start()
     h.next()
     os.close(h.in_w)
@@ -267,6 +283,49 @@ def test_cancel_and_eof_end_an_outbound_wait(harness):
     assert outcomes[1].closed and closed == [True]
     h.served.join(2)
     assert not h.served.is_alive()
+    assert h.endpoint.request("late", {}).wait().closed  # after the end: settled at once
+
+
+def test_a_request_that_cannot_be_encoded_fails_its_caller_at_once(harness):
+    h = harness()
+    outcome = h.endpoint.request("ask", {"bad": object()}).wait()
+    assert not outcome.ok and outcome.error
+
+
+def test_lone_surrogates_are_answered_under_their_own_id(harness):
+    h = harness()
+    h.send(b'{"jsonrpc":"2.0","id":7,"method":"echo","params":{"text":"a\\ud83d b \\udc00"}}\n')
+    assert h.next() == {"jsonrpc": "2.0", "id": 7, "result": {"text": "a\ufffd b \ufffd"}}
+    h.send(b'\xef\xbb\xbf{"jsonrpc":"2.0","id":8,"method":"echo","params":{"pair":"\\ud83d\\ude00"}}\n')
+    assert h.next() == {"jsonrpc": "2.0", "id": 8, "result": {"pair": "\U0001f600"}}
+
+
+def test_a_result_holding_surrogates_is_sent_clean_not_dropped(harness):
+    h = harness({"odd": Route(lambda p: {"name": "caf\udce9.txt"})})
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "odd", "params": {}})
+    assert h.next() == {"jsonrpc": "2.0", "id": 1, "result": {"name": "caf\ufffd.txt"}}
+
+
+def test_a_guarded_reply_is_made_and_written_under_its_lock(harness):
+    lock = threading.Lock()
+    order = []
+
+    def handler(_params):
+        def make():
+            order.append(("made", lock.locked()))
+            return {"ok": True}
+        return Reply(make, guard=lock)
+
+    h = harness({"g": Route(handler, worker=True)})
+    h.send({"jsonrpc": "2.0", "id": 1, "method": "g", "params": {}})
+    assert h.next()["result"] == {"ok": True} and order == [("made", True)]
+
+
+def wait_until(condition, timeout=3.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
 
 
 def test_frames_queued_before_eof_are_still_answered(harness):

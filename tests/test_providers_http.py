@@ -7,6 +7,8 @@ import pytest
 import yaml
 
 from bob_acp import config, history
+from bob_acp.cancel import Cancel
+from bob_acp.providers.base import TextOnly
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers import http as http_module
 from bob_acp.providers.anthropic import AnthropicProvider
@@ -35,7 +37,7 @@ def messages():
 
 def generate(provider, msgs=None, tools=None, cancel=None):
     seen = []
-    reply = provider.generate(msgs or messages(), tools or [], seen.append, cancel or threading.Event())
+    reply = provider.generate(msgs or messages(), tools or [], TextOnly(seen.append), cancel or Cancel())
     return reply, seen
 
 
@@ -43,7 +45,7 @@ def test_openai_streams_text_chunk_by_chunk_and_reports_usage(server, tmp_path):
     server.enqueue(server.openai_text("Hello there world", chunks=3, usage=1234, delay=0.05))
     provider = OpenAIProvider(cfg(tmp_path, server), KEY)
     arrivals = []
-    reply = provider.generate(messages(), [], lambda c: arrivals.append((c, time.monotonic())), threading.Event())
+    reply = provider.generate(messages(), [], TextOnly(lambda c: arrivals.append((c, time.monotonic()))), Cancel())
     assert reply.text == "Hello there world" and reply.input_tokens == 1234 and reply.tool_calls == []
     assert len(arrivals) == 3 and arrivals[-1][1] - arrivals[0][1] > 0.05  # not buffered to the end
 
@@ -158,14 +160,14 @@ def test_read_timeout_when_the_server_goes_silent(server, tmp_path):
 def test_cancel_closes_a_silent_stream_at_once_and_leaves_no_thread(server, tmp_path):
     server.enqueue(server.openai_text("start", then="stall"))
     provider = OpenAIProvider(cfg(tmp_path, server), KEY)
-    cancel = threading.Event()
+    cancel = Cancel()
     threads_before = threading.active_count()
     seen = []
     timer = threading.Timer(0.3, cancel.set)
     timer.start()
     started = time.monotonic()
     with pytest.raises(Cancelled):
-        provider.generate(messages(), [], seen.append, cancel)
+        provider.generate(messages(), [], TextOnly(seen.append), cancel)
     assert time.monotonic() - started < 1.5 and seen == ["start"]
     timer.join()
     time.sleep(0.1)
@@ -174,7 +176,7 @@ def test_cancel_closes_a_silent_stream_at_once_and_leaves_no_thread(server, tmp_
 
 def test_cancel_during_backoff(server, tmp_path):
     server.enqueue(server.status(429, {"error": {"message": "wait"}}, {"Retry-After": "30"}))
-    cancel = threading.Event()
+    cancel = Cancel()
     threading.Timer(0.2, cancel.set).start()
     started = time.monotonic()
     with pytest.raises(Cancelled):
@@ -193,12 +195,15 @@ def test_anthropic_text_tools_and_request_shape(server, tmp_path):
     assert request["path"] == "/v1/messages" and request["headers"]["x-api-key"] == KEY
     assert request["headers"]["anthropic-version"] == "2023-06-01"
     body = request["body"]
-    assert body["system"] == "be brief" and body["max_tokens"] == 8192 and body["stream"] is True
-    assert body["tools"] == [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}]
+    ephemeral = {"type": "ephemeral"}  # prompt caching: tools, system prompt, latest message
+    assert body["system"] == [{"type": "text", "text": "be brief", "cache_control": ephemeral}]
+    assert body["max_tokens"] == 8192 and body["stream"] is True
+    assert body["tools"] == [{"name": "bash", "description": "run", "input_schema": {"type": "object"},
+                              "cache_control": ephemeral}]
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     assert body["messages"][1]["content"] == [{"type": "tool_use", "id": "call_1", "name": "bash", "input": {"command": "ls"}}]
     assert body["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "call_1", "content": "a.txt"},
-                                              {"type": "text", "text": "and now?"}]
+                                              {"type": "text", "text": "and now?", "cache_control": ephemeral}]
     reply, seen = generate(provider)
     assert reply.text == "Bye" and seen == ["By", "e"] and reply.input_tokens == 77
 
@@ -256,10 +261,25 @@ def test_retry_after_accepts_seconds_and_http_dates():
     assert http_module._retry_after("soon") is None and http_module._retry_after(None) is None
 
 
-def test_sse_parser_handles_crlf_comments_multiline_data_and_event_names():
+class _Raw:
+    """A response body that arrives in the given pieces."""
+
+    def __init__(self, pieces):
+        self.pieces = list(pieces)
+
+    def read1(self, _size):
+        return self.pieces.pop(0) if self.pieces else b""
+
+
+@pytest.mark.parametrize("pieces", [
+    [b": keep-alive\r\nevent: ping\r\ndata: {}\r\n\r\ndata: line one\ndata: line two\n\nevent:message_stop\ndata:{\"a\":1}"],
+    [b": keep-alive\revent: ping\rdata: {}\r\rdata: line one\rdata: line two\r\revent:message_stop\rdata:{\"a\":1}"],
+    [b": keep-alive\r", b"\nevent: ping\r", b"\ndata: {}\r", b"\n\r", b"\ndata: line one\n", b"data: line two\n\n",
+     b"event:message_stop\n", b"data:{\"a\":1}"],
+])
+def test_sse_parser_handles_cr_lf_crlf_comments_multiline_data_and_event_names(pieces):
     from bob_acp.providers import sse
-    lines = [": keep-alive\r", "event: ping\r", "data: {}\r", "\r", "data: line one", "data: line two", "",
-             "event:message_stop", "data:{\"a\":1}"]
+    lines = [line.decode() for line in http_module.arriving_lines(_Raw(pieces))]
     assert list(sse.events(lines)) == [("ping", "{}"), ("message", "line one\nline two"), ("message_stop", '{"a":1}')]
 
 
@@ -294,7 +314,7 @@ def test_stop_releases_a_stalled_handler_and_leaves_no_thread(tmp_path):
     before = threading.active_count()
     fake = FakeModelServer().__enter__()
     fake.enqueue(fake.stall(events_before=0))
-    done = threading.Event()
+    done = Cancel()
 
     def call():
         try:

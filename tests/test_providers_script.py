@@ -2,6 +2,9 @@
 
 import os
 import threading
+
+from bob_acp.cancel import Cancel
+from bob_acp.providers.base import TextOnly
 import time
 
 import pytest
@@ -25,7 +28,7 @@ def provider(tmp_path):
 
 def play(provider, messages, cancel=None):
     seen = []
-    reply = provider.generate(messages, [], seen.append, cancel or threading.Event())
+    reply = provider.generate(messages, [], TextOnly(seen.append), cancel or Cancel())
     return reply, seen
 
 
@@ -82,7 +85,7 @@ def test_tool_calls_usage_and_ids(provider):
 
 def test_delay_honours_cancel(provider):
     p = provider({"turns": [{"replies": [{"chunks": ["a", "b", "c"], "delay": 5}]}]})
-    cancel = threading.Event()
+    cancel = Cancel()
     threading.Timer(0.2, cancel.set).start()
     started = time.monotonic()
     with pytest.raises(Cancelled):
@@ -94,7 +97,7 @@ def test_scripted_error_after_chunks(provider):
     p = provider({"turns": [{"replies": [{"chunks": ["part"], "error": "model API 500: scripted"}]}]})
     seen = []
     with pytest.raises(ModelError, match="^model API 500: scripted$"):
-        p.generate(conv("go"), [], seen.append, threading.Event())
+        p.generate(conv("go"), [], TextOnly(seen.append), Cancel())
     assert seen == ["part"]
 
 

@@ -50,7 +50,7 @@ def test_save_and_load_round_trip_keeping_created_at(tmp_path):
     sid = sessions.new_id()
     store.save(sid, conversation()[:3])
     first = orjson.loads((tmp_path / ".bob" / "sessions" / f"{sid}.json").read_bytes())
-    assert first["version"] == 1 and first["id"] == sid and first["cwd"] == str(tmp_path)
+    assert first["version"] == 2 and first["id"] == sid and first["cwd"] == str(tmp_path)
     time.sleep(0.01)
     store.save(sid, conversation())
     loaded = store.load(sid)
@@ -62,7 +62,7 @@ def test_save_and_load_round_trip_keeping_created_at(tmp_path):
 @pytest.mark.parametrize("content, reason", [
     (b"{nope", "not valid JSON"),
     (b"[]", "not a session file"),
-    (b'{"version": 2, "messages": []}', "unsupported session file version 2"),
+    (b'{"version": 3, "messages": []}', "unsupported session file version '3'"),
     (b'{"version": 1}', "messages: must be a list"),
     (b'{"version": 1, "messages": [{"role": "wizard", "content": "x"}]}', "malformed message 0: unknown role"),
     (b'{"version": 1, "messages": [{"role": "user", "content": 5}]}', "malformed message 0: content"),

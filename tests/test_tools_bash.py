@@ -1,6 +1,8 @@
 """The bash tool with real processes: output, exit codes, limits, timeouts, cancel, cleanup."""
 
 import threading
+
+from bob_acp.cancel import Cancel
 import time
 import uuid
 
@@ -26,7 +28,7 @@ def ctx(tmp_path):
 
 
 def run(ctx, command, cancel=None, **args):
-    return TOOL.run({"command": command, **args}, ctx, cancel or threading.Event())
+    return TOOL.run({"command": command, **args}, ctx, cancel or Cancel())
 
 
 def marker():
@@ -76,7 +78,7 @@ def test_timeout_kills_the_whole_tree(ctx):
 
 def test_cancel_kills_the_tree_at_once(ctx):
     m = marker()
-    cancel = threading.Event()
+    cancel = Cancel()
     errors = []
 
     def target():
@@ -124,7 +126,7 @@ def test_kill_all_ends_running_commands(ctx):
     ({"command": "true", "timeout": -1}, "timeout"), ({"command": "true", "timeout": "soon"}, "timeout"),
 ])
 def test_bad_arguments_are_results(ctx, args, problem):
-    result = TOOL.run(args, ctx(), threading.Event())
+    result = TOOL.run(args, ctx(), Cancel())
     assert result.failed and problem in result.output
 
 

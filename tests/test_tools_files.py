@@ -3,6 +3,8 @@
 import os
 import threading
 
+from bob_acp.cancel import Cancel
+
 import pytest
 import yaml
 
@@ -23,7 +25,7 @@ def ctx(tmp_path):
 
 
 def call(tool, ctx, **args):
-    return tools.get(tool).run(args, ctx, threading.Event())
+    return tools.get(tool).run(args, ctx, Cancel())
 
 
 def test_registry_order_and_specs():
@@ -69,7 +71,7 @@ def test_write_file_new_and_existing_with_diffs(ctx):
     assert (first.diff.path, first.diff.old_text, first.diff.new_text) == (path, None, "one\n")
     second = call("write_file", ctx, path="deep/dir/f.txt", content="two\n")
     assert (second.diff.old_text, second.diff.new_text) == ("one\n", "two\n")
-    assert tools.get("write_file").locations({"path": "deep/dir/f.txt"}, ctx.cwd) == [path]
+    assert [loc.path for loc in tools.get("write_file").locations({"path": "deep/dir/f.txt"}, ctx.cwd)] == [path]
 
 
 def test_write_file_keeps_mode_and_follows_symlinks(ctx):
@@ -107,7 +109,7 @@ def test_edit_file_rules(ctx):
     ("read_file", {"path": "a\x00b"}, "NUL"),
 ])
 def test_argument_errors_are_results(ctx, name, args, problem):
-    result = tools.get(name).run(args, ctx, threading.Event())
+    result = tools.get(name).run(args, ctx, Cancel())
     assert result.failed and problem in result.output
 
 

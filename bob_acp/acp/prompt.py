@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import unquote, urlsplit
+
+from bob_acp.jsonrpc.codec import clean
 
 # `@path` starts at a word boundary (so `bob@example.com` is no mention) and runs to the next
 # white space; `@"path with spaces"` quotes a path.
@@ -21,10 +24,31 @@ def flatten(blocks: list) -> str:
         if kind == "text" and isinstance(block.get("text"), str):
             parts.append(block["text"])
         elif kind == "resource_link" and isinstance(block.get("uri"), str):
-            uri = block["uri"]
-            path = uri[len("file://"):] if uri.startswith("file://") else uri
-            parts.append(f"\n[attached file: {path}]")
+            parts.append(f"\n[attached file: {link_text(block['uri'])}]")
     return "".join(parts)
+
+
+_LINES = re.compile(r"L(\d+)(?:[:-]L?(\d+))?")
+
+
+def link_text(uri: str) -> str:
+    """What an attached link says: a `file` URI as its decoded path (`%20` is a space), a line
+    fragment (`#L2:3`, `#L5`, `#L2-L9`, as Zed and others send a selection) said after it; any
+    other URI as written (the product document's form)."""
+    if not uri.startswith("file://"):
+        return uri
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return uri[len("file://"):]
+    path = unquote(parts.path)
+    if parts.netloc and parts.netloc != "localhost":
+        path = f"//{parts.netloc}{path}"
+    lines = _LINES.fullmatch(parts.fragment or "")
+    if not lines:
+        return path
+    first, last = lines.group(1), lines.group(2)
+    return f"{path} (line {first})" if not last or last == first else f"{path} (lines {first}-{last})"
 
 
 def attachments(text: str, cwd: str) -> list[tuple[str, str, str]]:
@@ -46,8 +70,8 @@ def attachments(text: str, cwd: str) -> list[tuple[str, str, str]]:
 
 
 def _resolve(written: str, cwd: str) -> tuple[str, str] | None:
-    path = os.path.normpath(os.path.join(cwd, os.path.expanduser(written)))
     try:
+        path = os.path.normpath(os.path.join(cwd, os.path.expanduser(written)))
         if os.path.isdir(path):
             return path, "directory"
         if os.path.exists(path):
@@ -58,4 +82,4 @@ def _resolve(written: str, cwd: str) -> tuple[str, str] | None:
 
 
 def with_attachments(text: str, found: list[tuple[str, str, str]]) -> str:
-    return text + "".join(f"\n[attached {kind}: {path}]" for _, path, kind in found)
+    return text + "".join(f"\n[attached {kind}: {clean(path)}]" for _, path, kind in found)

@@ -1,6 +1,16 @@
-"""ACP v1 names and frame builders: every session/update Bob writes is built here."""
+"""ACP v1 names and frame builders: every session/update Bob writes is built here.
+
+No frame Bob writes exceeds the frame cap it enforces on input (4 MiB): texts and diffs are
+bounded here (a long text keeps its head and tail; a large diff becomes the changed region).
+"""
 
 from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from bob_acp.jsonrpc import codec
 
 PROTOCOL_VERSION = 1
 
@@ -11,83 +21,200 @@ SESSION_LOAD = "session/load"
 SESSION_PROMPT = "session/prompt"
 SESSION_CANCEL = "session/cancel"
 SESSION_UPDATE = "session/update"
+SESSION_LIST = "session/list"
+SESSION_RESUME = "session/resume"
+SESSION_CLOSE = "session/close"
+SESSION_DELETE = "session/delete"
+SESSION_SET_MODE = "session/set_mode"
+SESSION_SET_CONFIG_OPTION = "session/set_config_option"
 REQUEST_PERMISSION = "session/request_permission"
-# Answered "method not found" on purpose (the product document's list).
+# Answered "method not found" unless a config key turns them on (the product document's list).
 NOT_SUPPORTED = (
-    "session/set_mode",
-    "session/set_config_option",
-    "session/list",
-    "session/resume",
-    "session/close",
+    SESSION_SET_MODE,
+    SESSION_SET_CONFIG_OPTION,
+    SESSION_LIST,
+    SESSION_RESUME,
+    SESSION_CLOSE,
     "logout",
 )
 
-END_TURN = "end_turn"
-CANCELLED = "cancelled"
-REFUSAL = "refusal"
-MAX_TURN_REQUESTS = "max_turn_requests"
-
 ALLOW, ALLOW_ALWAYS, REJECT = "allow", "allow_always", "reject"
+# Characters of one text in a frame: even at 6 bytes a character (JSON escapes), a frame's two
+# texts (a content and rawOutput, or a diff's old and new) stay under the 4 MiB frame cap.
+MAX_TEXT = 256 * 1024
+DIFF_CONTEXT = 3  # unchanged lines kept around a summarised diff's changed region
+LANGUAGES = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".ts": "typescript", ".tsx": "tsx",
+             ".jsx": "jsx", ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
+             ".hpp": "cpp", ".java": "java", ".kt": "kotlin", ".rb": "ruby", ".sh": "sh", ".bash": "bash",
+             ".zsh": "zsh", ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".md": "markdown",
+             ".html": "html", ".css": "css", ".sql": "sql", ".lua": "lua", ".el": "elisp", ".php": "php",
+             ".swift": "swift", ".cs": "csharp", ".xml": "xml", ".ini": "ini", ".cfg": "ini", ".txt": "text"}
 
 
-def permission_options(tool_name: str) -> list[dict]:
+def permission_options(scope: str) -> list[dict]:
+    """`scope`: what allow_always covers, as the user reads it (a tool name, or a command)."""
     return [
         {"optionId": ALLOW, "name": "Allow", "kind": "allow_once"},
-        {"optionId": ALLOW_ALWAYS, "name": f"Always allow {tool_name} in this session", "kind": "allow_always"},
+        {"optionId": ALLOW_ALWAYS, "name": f"Always allow {scope} in this session", "kind": "allow_always"},
         {"optionId": REJECT, "name": "Reject", "kind": "reject_once"},
     ]
 
 
 def text_block(text: str) -> dict:
-    return {"type": "text", "text": text}
+    return {"type": "text", "text": bounded(text)}
 
 
-def agent_chunk(text: str) -> dict:
-    return {"sessionUpdate": "agent_message_chunk", "content": text_block(text)}
+def agent_chunk(text: str, message_id: str | None = None) -> dict:
+    return _chunk("agent_message_chunk", text, message_id)
 
 
-def user_chunk(text: str) -> dict:
-    return {"sessionUpdate": "user_message_chunk", "content": text_block(text)}
+def thought_chunk(text: str, message_id: str | None = None) -> dict:
+    return _chunk("agent_thought_chunk", text, message_id)
+
+
+def user_chunk(text: str, message_id: str | None = None) -> dict:
+    return _chunk("user_message_chunk", text, message_id)
+
+
+def _chunk(kind: str, text: str, message_id: str | None) -> dict:
+    frame = {"sessionUpdate": kind, "content": text_block(text)}
+    if message_id:
+        frame["messageId"] = message_id
+    return frame
 
 
 def commands_update(commands: list[dict]) -> dict:
     return {"sessionUpdate": "available_commands_update", "availableCommands": commands}
 
 
+def usage_update(used: int, size: int, cost: float | None = None) -> dict:
+    frame: dict = {"sessionUpdate": "usage_update", "used": max(0, int(used)), "size": max(0, int(size))}
+    if cost is not None:
+        frame["cost"] = {"amount": round(cost, 6), "currency": "USD"}
+    return frame
+
+
+def session_info_update(title: str | None = None, updated_at: str | None = None) -> dict:
+    frame: dict = {"sessionUpdate": "session_info_update"}
+    if title is not None:
+        frame["title"] = title
+    if updated_at is not None:
+        frame["updatedAt"] = updated_at
+    return frame
+
+
 def text_content(text: str) -> dict:
     return {"type": "content", "content": text_block(text)}
 
 
+def fenced(text: str, language: str = "") -> str:
+    """`text` as a Markdown code block whose fence is longer than any run of backticks inside,
+    so shell output with `#`, `*`, `_` or `<tag>` is shown as it is."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = bounded(text)
+    return f"{fence}{language}\n{body}{'' if body.endswith(chr(10)) else chr(10)}{fence}"
+
+
+def language_of(path: str) -> str:
+    return LANGUAGES.get(os.path.splitext(path)[1].lower(), "")
+
+
 def diff_content(path: str, old_text: str | None, new_text: str) -> dict:
-    return {"type": "diff", "path": path, "oldText": old_text, "newText": new_text}
+    """A diff (a new file has no oldText at all: clients that get null skip or break on it)."""
+    old_text, new_text = bounded_diff(old_text, new_text)
+    frame = {"type": "diff", "path": path, "newText": new_text}
+    if old_text is not None:
+        frame["oldText"] = old_text
+    return frame
 
 
-def tool_call(ref: str, title: str, kind: str, raw_input: dict, locations: list[str], status: str = "pending") -> dict:
+def terminal_content(terminal_id: str) -> dict:
+    return {"type": "terminal", "terminalId": terminal_id}
+
+
+def location(path: str, line: int | None = None) -> dict:
+    found: dict[str, Any] = {"path": path}
+    if line is not None:
+        found["line"] = line
+    return found
+
+
+def tool_call(ref: str, title: str, kind: str, raw_input: dict, locations: list[dict], status: str = "pending",
+              content: list[dict] | None = None, meta: dict | None = None) -> dict:
     frame = {
         "sessionUpdate": "tool_call",
         "toolCallId": ref,
-        "title": title,
+        "title": bounded(title, 4096),
         "kind": kind,
         "status": status,
         "rawInput": raw_input,
     }
     if locations:
-        frame["locations"] = [{"path": path} for path in locations]
+        frame["locations"] = locations
+    if content:
+        frame["content"] = content
+    if meta:
+        frame["_meta"] = meta
     return frame
 
 
-def tool_call_update(ref: str, status: str, content: list[dict] | None = None, raw_output: dict | None = None) -> dict:
-    frame: dict = {"sessionUpdate": "tool_call_update", "toolCallId": ref, "status": status}
+def tool_call_update(ref: str, status: str | None = None, content: list[dict] | None = None,
+                     raw_output: dict | None = None, meta: dict | None = None) -> dict:
+    frame: dict = {"sessionUpdate": "tool_call_update", "toolCallId": ref}
+    if status is not None:
+        frame["status"] = status
     if content is not None:
         frame["content"] = content
     if raw_output is not None:
         frame["rawOutput"] = raw_output
+    if meta:
+        frame["_meta"] = meta
     return frame
 
 
-def tool_request(ref: str, title: str, kind: str, raw_input: dict, locations: list[str]) -> dict:
+def tool_request(ref: str, title: str, kind: str, raw_input: dict, locations: list[dict],
+                 content: list[dict] | None = None) -> dict:
     """The toolCall of a permission request (a ToolCallUpdate)."""
-    frame = {"toolCallId": ref, "title": title, "kind": kind, "status": "pending", "rawInput": raw_input}
+    frame = {"toolCallId": ref, "title": bounded(title, 4096), "kind": kind, "status": "pending", "rawInput": raw_input}
     if locations:
-        frame["locations"] = [{"path": path} for path in locations]
+        frame["locations"] = locations
+    if content:
+        frame["content"] = content
     return frame
+
+
+def bounded(text: str, limit: int = MAX_TEXT) -> str:
+    """At most `limit` characters: the head and the tail around a marker of what was cut."""
+    if len(text) <= limit:
+        return text  # (ill-formed Unicode is cleaned when the frame is encoded)
+    text = codec.clean(text)
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
+
+
+def bounded_diff(old: str | None, new: str, limit: int = MAX_TEXT) -> tuple[str | None, str]:
+    """The diff's two texts, or, past `limit`, only the changed region with a few lines of
+    context on each side and a line saying how many unchanged lines were left out."""
+    if len(old or "") <= limit and len(new) <= limit:
+        return old, new
+    if old is None:
+        return None, bounded(new, limit)
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    start = 0
+    while start < min(len(old_lines), len(new_lines)) and old_lines[start] == new_lines[start]:
+        start += 1
+    end = 0
+    while (end < min(len(old_lines), len(new_lines)) - start
+           and old_lines[-1 - end] == new_lines[-1 - end]):
+        end += 1
+    first = max(0, start - DIFF_CONTEXT)
+    keep_end = max(0, end - DIFF_CONTEXT)
+
+    def region(lines: list[str]) -> str:
+        body = "".join(lines[first:len(lines) - keep_end])
+        head = f"[… {first} unchanged line(s) …]\n" if first else ""
+        tail = f"[… {keep_end} unchanged line(s) …]\n" if keep_end else ""
+        return head + bounded(body, limit - 200) + ("\n" if tail and not body.endswith("\n") else "") + tail
+
+    return region(old_lines), region(new_lines)

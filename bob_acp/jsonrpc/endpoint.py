@@ -3,11 +3,13 @@ and Bob's own outbound requests. Domain-free: routes come in as a method table.
 
 Threads and how each stops:
 - reader: reads frames until EOF (or stop()); then resolves pending outbound requests as closed,
-  calls on_close, and puts the STOP sentinel behind the frames still queued;
+  calls on_close, and puts the STOP sentinel behind the frames still queued. When the inbound
+  queue is full it waits for room (backpressure: the client's writes block), except for
+  responses to Bob's requests and `urgent` notifications, which never wait;
 - dispatcher: routes frames until it takes STOP off the queue; short handlers run inline,
   `worker=True` routes each run on a thread of their own so the dispatcher stays free;
 - workers: end with their handler; serve() waits for them (bounded) before it returns;
-- writer (streams.Writer): stopped by serve() once everything owed has been queued.
+- writer (streams.Writer): stopped by serve()'s caller once everything owed has been queued.
 """
 
 from __future__ import annotations
@@ -16,16 +18,16 @@ import itertools
 import queue
 import threading
 import traceback
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, ContextManager
 
-import orjson
-
+from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.streams import MAX_FRAME, Oversized, Writer, read_frames
 
-MAX_PENDING_FRAMES = 256
+MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 MAX_PENDING_BYTES = 16 * 1024 * 1024
-MAX_WORKERS = 256
+MAX_HELD_FRAMES = 256  # requests held by worker routes (running or waiting, e.g. for the turn lock)
+MAX_HELD_BYTES = 16 * 1024 * 1024
 _STOP = object()
 _NO_ID = object()
 
@@ -45,14 +47,20 @@ class Route:
 
 
 class Reply:
-    """A handler result with work to run once the response has been queued for writing
-    (e.g. a notification that must follow the response)."""
+    """A handler result with more to it than a value.
 
-    __slots__ = ("result", "after")
+    - `after`: work to run once the response has been queued (a notification that must follow it);
+    - `guard`: a lock held while the response is made and written: when `result` is callable it
+      is called under the lock, so a thread that takes the same lock sees the request either
+      answered or not (a cancel deciding between "too late" and "cancelled").
+    """
 
-    def __init__(self, result: Any, after: Callable[[], None] | None = None):
+    __slots__ = ("result", "after", "guard")
+
+    def __init__(self, result: Any, after: Callable[[], None] | None = None, guard: ContextManager | None = None):
         self.result = result
         self.after = after
+        self.guard = guard
 
 
 class Outcome:
@@ -63,19 +71,36 @@ class Outcome:
     def __init__(self, result: Any = None, error: Any = None, closed: bool = False):
         self.result = result
         self.error = error  # the error object, or a string saying why there is no valid answer
-        self.closed = closed  # no answer: cancelled by us, or the connection ended
+        self.closed = closed  # no answer: abandoned by us, or the connection ended
 
     @property
     def ok(self) -> bool:
         return self.error is None and not self.closed
 
 
-class _Pending:
-    __slots__ = ("event", "outcome")
+class Pending:
+    """One outbound request in flight. wait() blocks until it settles: its answer, abandon()
+    (from any thread, e.g. a cancel's callback), or the connection closing."""
 
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.outcome: Outcome | None = None
+    __slots__ = ("_event", "_outcome", "_forget")
+
+    def __init__(self, forget: Callable[[], None]):
+        self._event = threading.Event()
+        self._outcome: Outcome | None = None
+        self._forget = forget
+
+    def settle(self, outcome: Outcome) -> None:
+        if self._outcome is None:
+            self._outcome = outcome
+            self._event.set()
+
+    def abandon(self) -> None:
+        self.settle(Outcome(closed=True))
+
+    def wait(self) -> Outcome:
+        self._event.wait()
+        self._forget()
+        return self._outcome  # type: ignore[return-value]
 
 
 class Endpoint:
@@ -94,56 +119,70 @@ class Endpoint:
         self._notifications = notifications
         self._log = log
         self._on_close = on_close
-        self._urgent = urgent  # notifications never refused by the inbound bound (e.g. cancel)
+        self._urgent = urgent  # notifications that never wait for room (e.g. cancel)
         self._max_frame = max_frame
         # SimpleQueue (C) hands a frame to the dispatcher faster than a Condition; the bound is
-        # kept beside it, under its own lock.
+        # kept beside it, under its own lock, whose Condition the reader waits on when full.
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._inbox_frames = 0
         self._inbox_bytes = 0
         self._inbox_lock = threading.Lock()
-        self._pending: dict[int, _Pending] = {}
+        self._room = threading.Condition(self._inbox_lock)
+        self._reader_waiting = False
+        self._held_frames = 0
+        self._held_bytes = 0
+        self._pending: dict[int, Pending] = {}
         self._pending_lock = threading.Lock()
         self._ids = itertools.count(0)
         self._workers: set[threading.Thread] = set()
         self._workers_lock = threading.Lock()
         self._closed = threading.Event()
+        self._dispatcher_done = threading.Event()
 
     # ---- outbound -------------------------------------------------------------------------
 
-    def notify(self, method: str, params: Any) -> None:
-        self._send({"jsonrpc": "2.0", "method": method, "params": params})
+    def notify(self, method: str, params: Any, give_up: Callable[[], bool] | None = None) -> bool:
+        """Send a notification; waits while the client is not reading, until `give_up()` is true
+        (re-checked on wake_senders())."""
+        return self._send({"jsonrpc": "2.0", "method": method, "params": params}, give_up)
 
-    def request(self, method: str, params: Any, cancel: threading.Event | None = None) -> Outcome:
-        """Send a request and block until its answer, `cancel` being set, or the connection closing.
-        Safe from any thread but the reader's."""
-        if self._closed.is_set():
-            return Outcome(closed=True)
+    def request(self, method: str, params: Any, give_up: Callable[[], bool] | None = None) -> Pending:
+        """Send a request; its answer is `.wait()`ed on. A request that cannot be sent (the
+        connection closed, a value JSON cannot hold) is settled at once."""
         request_id = next(self._ids)
-        slot = _Pending()
+        pending = Pending(lambda: self._forget(request_id))
+        if self._closed.is_set():
+            pending.settle(Outcome(closed=True))
+            return pending
         with self._pending_lock:
-            self._pending[request_id] = slot
-        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        while not slot.event.wait(0.02):
-            if (cancel is not None and cancel.is_set()) or self._closed.is_set():
-                break
+            self._pending[request_id] = pending
+        if not self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, give_up):
+            pending.settle(Outcome(error="the request could not be sent"))
+        return pending
+
+    def wake_senders(self) -> None:
+        """Have senders waiting for room in the output check their give_up again."""
+        self._writer.wake()
+
+    def _forget(self, request_id: int) -> None:
         with self._pending_lock:
             self._pending.pop(request_id, None)
-        return slot.outcome or Outcome(closed=True)
 
-    def _send(self, frame: dict) -> None:
+    def _send(self, frame: dict, give_up: Callable[[], bool] | None = None) -> bool:
         try:
-            data = orjson.dumps(frame)
+            data = codec.dumps(frame)
         except TypeError:
-            self._log.error("unencodable frame dropped", detail=traceback.format_exc())
-            if "id" in frame and "method" not in frame:
-                data = orjson.dumps(_error_frame(frame["id"], RpcError.internal_error("unencodable result")))
-            else:
-                return
-        self._writer.send(data)
+            self._log.error("unencodable frame not sent", detail=traceback.format_exc())
+            if "id" not in frame or "method" in frame:
+                return False
+            data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("unencodable result")))
+        if len(data) > self._max_frame and "id" in frame and "method" not in frame:
+            self._log.error(f"response of {len(data)} bytes exceeds the frame cap; an error is sent instead")
+            data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("result too large")))
+        return self._writer.send(data, give_up)
 
-    def _respond(self, msg_id: Any, result: Any) -> None:
-        self._send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+    def _respond(self, msg_id: Any, result: Any, give_up: Callable[[], bool] | None = None) -> None:
+        self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up)
 
     def _respond_error(self, msg_id: Any, error: RpcError) -> None:
         self._send(_error_frame(msg_id, error))
@@ -158,7 +197,7 @@ class Endpoint:
         reader.start()
         dispatcher.start()
         self._closed.wait()
-        dispatcher.join(drain_timeout)
+        self._dispatcher_done.wait(drain_timeout)
         with self._workers_lock:
             workers = list(self._workers)
         for worker in workers:
@@ -168,19 +207,16 @@ class Endpoint:
         """End serving as at EOF (from a signal handler's thread, for instance)."""
         self._close()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
     def _close(self) -> None:
-        if self._closed.is_set():
-            return
-        self._closed.set()
+        with self._inbox_lock:
+            if self._closed.is_set():
+                return
+            self._closed.set()
+            self._room.notify_all()
         with self._pending_lock:
             pending = list(self._pending.values())
         for slot in pending:
-            slot.outcome = Outcome(closed=True)
-            slot.event.set()
+            slot.settle(Outcome(closed=True))
         if self._on_close is not None:
             try:
                 self._on_close()
@@ -210,25 +246,35 @@ class Endpoint:
         if not frame or frame.isspace():
             return
         try:
-            msg = orjson.loads(frame)
-        except (orjson.JSONDecodeError, RecursionError) as exc:
+            msg = codec.loads(frame)
+        except (codec.JSONDecodeError, RecursionError) as exc:
             return self._respond_error(None, RpcError.parse_error(str(exc).split(":")[0]))
         problem = _envelope_problem(msg)
+        if problem and isinstance(msg, dict) and "method" not in msg and self._awaited(msg.get("id")):
+            return self._settle(msg)  # a malformed answer to one of ours: it settles that request
         if problem:
             return self._respond_error(None, RpcError.invalid_request(problem))
         if "method" in msg:
             return self._enqueue(msg, len(frame))
         self._settle(msg)
 
+    def _awaited(self, msg_id: Any) -> bool:
+        slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
+        with self._pending_lock:
+            return slot_id in self._pending
+
     def _settle(self, msg: dict) -> None:
         """A response to one of our requests; anything not well-formed settles it as an error."""
         msg_id = msg.get("id")
+        slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
         with self._pending_lock:
-            slot = self._pending.pop(msg_id, None) if type(msg_id) is int else None
+            slot = self._pending.pop(slot_id, None) if slot_id is not None else None
         if slot is None:
             self._log.info(f"response to unknown request id {msg_id!r} ignored")
             return
-        if msg.get("jsonrpc") != "2.0":
+        if type(msg_id) is not int:
+            outcome = Outcome(error=f"answer with the id {msg_id!r}, not the number sent")
+        elif msg.get("jsonrpc") != "2.0":
             outcome = Outcome(error="answer without jsonrpc 2.0")
         elif "error" in msg:
             outcome = Outcome(error=msg["error"] if msg["error"] is not None else "null error")
@@ -236,36 +282,39 @@ class Endpoint:
             outcome = Outcome(result=msg["result"])
         else:
             outcome = Outcome(error="answer with neither result nor error")
-        slot.outcome = outcome
-        slot.event.set()
+        slot.settle(outcome)
 
     def _enqueue(self, msg: dict, size: int) -> None:
+        urgent = "id" not in msg and msg["method"] in self._urgent
         with self._inbox_lock:
-            full = self._inbox_frames >= MAX_PENDING_FRAMES or self._inbox_bytes + size > MAX_PENDING_BYTES
-            if not full or msg["method"] in self._urgent:
-                self._inbox_frames += 1
-                self._inbox_bytes += size
-        if full and msg["method"] not in self._urgent:
-            if "id" in msg:
-                self._respond_error(msg["id"], RpcError.server_busy())
-            else:
-                self._log.warning(f"notification {msg['method']} dropped: server busy")
-            return
+            while (not urgent and not self._closed.is_set() and
+                   (self._inbox_frames >= MAX_PENDING_FRAMES or self._inbox_bytes + size > MAX_PENDING_BYTES)
+                   and self._inbox_frames):
+                self._reader_waiting = True
+                self._room.wait()
+            self._reader_waiting = False
+            self._inbox_frames += 1
+            self._inbox_bytes += size
         self._inbox.put((msg, size))
 
     # ---- dispatcher -----------------------------------------------------------------------
 
     def _dispatch_loop(self) -> None:
-        while True:
-            msg, size = self._inbox.get()
-            if msg is _STOP:
-                return
-            with self._inbox_lock:
-                self._inbox_frames -= 1
-                self._inbox_bytes -= size
-            self._dispatch(msg)
+        try:
+            while True:
+                msg, size = self._inbox.get()
+                if msg is _STOP:
+                    return
+                with self._inbox_lock:
+                    self._inbox_frames -= 1
+                    self._inbox_bytes -= size
+                    if self._reader_waiting:
+                        self._room.notify()
+                self._dispatch(msg, size)
+        finally:
+            self._dispatcher_done.set()
 
-    def _dispatch(self, msg: dict) -> None:
+    def _dispatch(self, msg: dict, size: int) -> None:
         method = msg["method"]
         msg_id = msg.get("id", _NO_ID)
         if msg_id is _NO_ID:
@@ -288,7 +337,8 @@ class Endpoint:
         if not route.worker:
             return self._call(route, method, msg_id, (params,))
         with self._workers_lock:
-            if len(self._workers) >= MAX_WORKERS:
+            if self._held_frames >= MAX_HELD_FRAMES or self._held_bytes + size > MAX_HELD_BYTES:
+                self._log.warning(f"{method} refused: {self._held_frames} requests already held (server busy)")
                 return self._respond_error(msg_id, RpcError.server_busy())
         args: tuple = (params,)
         if route.prepare is not None:
@@ -301,39 +351,61 @@ class Endpoint:
                 return self._respond_error(msg_id, RpcError.internal_error())
         with self._workers_lock:
             worker = threading.Thread(
-                target=self._run_worker, args=(route, method, msg_id, args), name=f"bob-{method}", daemon=True
+                target=self._run_worker, args=(route, method, msg_id, args, size), name=f"bob-{method}", daemon=True
             )
             self._workers.add(worker)
+            self._held_frames += 1
+            self._held_bytes += size
         worker.start()
 
-    def _run_worker(self, route: Route, method: str, msg_id: Any, args: tuple) -> None:
+    def _run_worker(self, route: Route, method: str, msg_id: Any, args: tuple, size: int) -> None:
         try:
-            self._call(route, method, msg_id, args)
+            # Its answer never waits for room in the output: the requests held are bounded, and
+            # a worker blocked on a guard's lock would hold up a cancel on the dispatcher.
+            self._call(route, method, msg_id, args, _always)
         finally:
             with self._workers_lock:
                 self._workers.discard(threading.current_thread())
+                self._held_frames -= 1
+                self._held_bytes -= size
 
-    def _call(self, route: Route, method: str, msg_id: Any, args: tuple) -> None:
+    def _call(self, route: Route, method: str, msg_id: Any, args: tuple,
+              give_up: Callable[[], bool] | None = None) -> None:
         try:
             result = route.handler(*args)
+            if not isinstance(result, Reply):
+                return self._respond(msg_id, result, give_up)
+            if result.guard is None:
+                self._respond(msg_id, result.result, give_up)
+            else:
+                with result.guard:
+                    value = result.result() if callable(result.result) else result.result
+                    self._respond(msg_id, value, give_up)
         except RpcError as exc:
             return self._respond_error(msg_id, exc)
         except Exception:
             self._log.error(f"{method} failed", detail=traceback.format_exc())
             return self._respond_error(msg_id, RpcError.internal_error())
-        after = None
-        if isinstance(result, Reply):
-            result, after = result.result, result.after
-        self._respond(msg_id, result)
-        if after is not None:
+        if result.after is not None:
             try:
-                after()
+                result.after()
             except Exception:
                 self._log.error(f"{method}: follow-up failed", detail=traceback.format_exc())
 
 
+def _always() -> bool:
+    return True
+
+
 def _error_frame(msg_id: Any, error: RpcError) -> dict:
     return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_dict()}
+
+
+def _int_text(value: Any) -> int | None:
+    """The number a string id spells ("7"): a client that answered with the wrong id type."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
+        return int(value)
+    return None
 
 
 def _envelope_problem(msg: Any) -> str | None:
@@ -347,6 +419,8 @@ def _envelope_problem(msg: Any) -> str | None:
         # ACP's RequestId is null, a string or an int64 (orjson reads larger numbers as floats):
         # a fractional id could not be echoed in a valid frame.
         if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, type(None))):
+            return "id must be a string, an integer or null"
+        if isinstance(msg_id, int) and not -(2 ** 63) <= msg_id < 2 ** 63:
             return "id must be a string, an integer or null"
     if "method" in msg:
         if msg.get("jsonrpc") != "2.0":

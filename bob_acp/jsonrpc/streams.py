@@ -8,10 +8,11 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 MAX_FRAME = 4 * 1024 * 1024  # bytes in one line, newline excluded
 _DISCARD_CHUNK = 64 * 1024
+MAX_BACKLOG = 16 * 1024 * 1024  # bytes of output waiting for a slow client before senders wait
 
 
 class Oversized:
@@ -26,9 +27,10 @@ def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes 
 
     A line is gathered in small chunks, so at most about max_frame bytes of it are ever held:
     past the cap the gathered part is dropped, the rest is read and thrown away chunk by chunk,
-    and reading goes on with the next line.
+    and reading goes on with the next line. A descriptor somebody made non-blocking (a terminal
+    shared with another program) is waited on, never taken for the end of input.
     """
-    readline = stream.readline
+    readline = _patient_readline(stream)
     while True:
         chunk = readline(_DISCARD_CHUNK)
         if not chunk:
@@ -61,23 +63,67 @@ def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes 
             return
 
 
+def _patient_readline(stream: BinaryIO) -> Callable[[int], bytes]:
+    """stream.readline, except that "no data yet" on a non-blocking descriptor waits for data:
+    only b"" from a descriptor that select() called readable is the end of input."""
+    readline = stream.readline
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return readline
+
+    def patient(size: int) -> bytes:
+        while True:
+            try:
+                chunk = readline(size)
+            except BlockingIOError:
+                chunk = None
+            if chunk:
+                return chunk
+            if chunk is not None and os.get_blocking(fd):
+                return b""
+            import select
+
+            readable, _, _ = select.select([fd], [], [])
+            if readable:
+                try:
+                    chunk = readline(size)
+                except BlockingIOError:
+                    continue
+                if chunk is not None:
+                    return chunk  # b"" here is a real end of input
+
+    return patient
+
+
 class Writer:
     """Owns the protocol stream: one lock, every frame written whole and in order.
 
     A frame is written at once by the thread that sends it, on a non-blocking descriptor, so
-    the common case costs one syscall and no thread switch. What the pipe cannot take (a
-    client that is slow or stopped reading) is queued for the writer thread, which waits for
-    the pipe; frames sent meanwhile queue behind it. So no producer ever blocks on the client.
+    the common case costs one syscall and no thread switch. What the pipe cannot take (a slow
+    client, or one that stopped reading) waits in a backlog that the writer thread drains as the
+    client reads. The backlog is bounded (max_backlog bytes): past it a sender waits for room,
+    so a client that stops reading slows Bob down instead of growing its memory; `give_up`
+    (checked whenever wake() is called) lets a cancelled turn stop waiting and queue its last
+    few frames anyway. A terminal is written blocking (its flags are shared with the shell).
 
-    Stop it with close(): it writes what is queued first (bounded by close's timeout).
+    EPIPE (the client closed its end) calls on_broken once. Stop it with close(): it writes what
+    is queued first (bounded by close's timeout) and restores the descriptor's blocking flag.
     """
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, max_backlog: int = MAX_BACKLOG, on_broken: Callable[[], None] | None = None):
         self._fd = fd
-        os.set_blocking(fd, False)
+        self._max_backlog = max_backlog
+        self._on_broken = on_broken
+        self._was_blocking = os.get_blocking(fd)
+        self._direct = os.isatty(fd)  # blocking writes, nothing queued
+        if not self._direct:
+            os.set_blocking(fd, False)
         self._lock = threading.Lock()
         self._backlog: collections.deque[memoryview] = collections.deque()
-        self._wake = threading.Condition(self._lock)
+        self._backlog_bytes = 0
+        self._wake = threading.Condition(self._lock)  # the writer thread: backlog or closing
+        self._room = threading.Condition(self._lock)  # senders waiting for room
         self._closing = False
         self._broken = threading.Event()
         self._done = threading.Event()
@@ -88,33 +134,65 @@ class Writer:
     def broken(self) -> bool:
         return self._broken.is_set()
 
-    def send(self, data: bytes) -> None:
-        """Write one encoded frame (no trailing newline)."""
+    def send(self, data: bytes, give_up: Callable[[], bool] | None = None) -> bool:
+        """Write one encoded frame (no trailing newline), waiting while the backlog is full.
+        False when it was not written: the stream is broken or closed."""
         data += b"\n"
         with self._lock:
-            if self._broken.is_set() or self._closing:
-                return
+            while (self._backlog_bytes and self._backlog_bytes + len(data) > self._max_backlog
+                   and not self._closing and not self._broken.is_set() and not (give_up and give_up())):
+                self._room.wait()
+            if self._broken.is_set():
+                return False
             if self._backlog:
-                self._backlog.append(memoryview(data))
-                return
+                self._queue(memoryview(data))
+                return True
             try:
                 written = os.write(self._fd, data)
+                while self._direct and written < len(data):
+                    written += os.write(self._fd, memoryview(data)[written:])
             except BlockingIOError:
                 written = 0
             except OSError:
-                self._broken.set()
-                self._wake.notify()
-                return
+                self._break()
+                return False
             if written < len(data):
-                self._backlog.append(memoryview(data)[written:])
-                self._wake.notify()
+                self._queue(memoryview(data)[written:])
+            return True
+
+    def wake(self) -> None:
+        """Have waiting senders check their give_up again (a turn was cancelled)."""
+        with self._lock:
+            self._room.notify_all()
 
     def close(self, timeout: float = 1.0) -> bool:
         """Write what is queued, then stop. True when everything was written in time."""
         with self._lock:
             self._closing = True
             self._wake.notify()
-        return self._done.wait(timeout)
+            self._room.notify_all()
+        done = self._done.wait(timeout)
+        try:
+            os.set_blocking(self._fd, self._was_blocking)
+        except OSError:
+            pass
+        return done
+
+    def _queue(self, view: memoryview) -> None:
+        self._backlog.append(view)
+        self._backlog_bytes += len(view)
+        self._wake.notify()
+
+    def _break(self) -> None:
+        """Called with the lock held."""
+        first = not self._broken.is_set()
+        self._broken.set()
+        self._backlog.clear()
+        self._backlog_bytes = 0
+        self._wake.notify()
+        self._room.notify_all()
+        if first and self._on_broken is not None:
+            threading.Thread(target=self._on_broken, name="bob-output-closed", daemon=True).start()
 
     def _run(self) -> None:
         import select
@@ -124,16 +202,14 @@ class Writer:
         try:
             while True:
                 with self._lock:
-                    while not self._backlog and not self._closing:
+                    while not self._backlog and not self._closing and not self._broken.is_set():
                         self._wake.wait()
                     if not self._backlog:
                         return
                     self._drain()
                     if not self._backlog:
                         continue
-                poller.poll(100)  # wait, unlocked, until the client reads
-        except OSError:
-            self._broken.set()
+                poller.poll()  # wait, unlocked, until the client reads (or closes its end)
         finally:
             self._done.set()
 
@@ -145,7 +221,12 @@ class Writer:
                 written = os.write(self._fd, head)
             except BlockingIOError:
                 return
+            except OSError:
+                self._break()
+                return
+            self._backlog_bytes -= written
             if written < len(head):
                 self._backlog[0] = head[written:]
-                return
-            self._backlog.popleft()
+            else:
+                self._backlog.popleft()
+            self._room.notify_all()

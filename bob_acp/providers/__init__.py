@@ -20,11 +20,12 @@ def api_key_env(cfg: Any) -> str | None:
 
 
 def api_key(cfg: Any, env: dict[str, str]) -> str | None:
+    """The key, stripped: a CRLF .env leaves "sk-…\r", which no header may carry."""
     name = api_key_env(cfg)
-    return (env.get(name) or None) if name else None
+    return (env.get(name, "").strip() or None) if name else None
 
 
-def make_provider(cfg: Any, env: dict[str, str]) -> Provider | None:
+def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = ()) -> Provider | None:
     """The configured provider, or None when no model is usable (prompts are then refused).
 
     A key is required only for a provider's official endpoint: local servers (Ollama,
@@ -43,10 +44,10 @@ def make_provider(cfg: Any, env: dict[str, str]) -> Provider | None:
     if kind == "openai":
         from bob_acp.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(cfg, key)
+        return OpenAIProvider(cfg, key, secrets)
     from bob_acp.providers.anthropic import AnthropicProvider
 
-    return AnthropicProvider(cfg, key)
+    return AnthropicProvider(cfg, key, secrets)
 
 
 def no_model_message(cfg: Any, env: dict[str, str]) -> str:

@@ -1,24 +1,34 @@
-"""Anthropic Messages API, streamed, with tool use."""
+"""Anthropic Messages API, streamed, with tool use, prompt caching and extended thinking.
+
+Caching: `cache_control` breakpoints (ephemeral) on the last tool, the system prompt and the
+latest message, so each model call of a turn reads the previous call's prefix from the cache.
+Thinking (`model.thinking`: a token budget): thinking blocks stream as thoughts and are sent
+back, signature and all, with the assistant turn they came with, as the API requires while
+tool use goes on.
+"""
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable
+from typing import Any
 
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
+from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
-from bob_acp.providers.base import Reply, ToolCall
-from bob_acp.providers.http import stream_lines
-from bob_acp.providers.openai import error_message, new_call_id, parse_arguments
+from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
+from bob_acp.providers.http import SessionPool, stream_lines
+from bob_acp.providers.openai import error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
 VERSION = "2023-06-01"
+CACHE = {"type": "ephemeral"}
 
 
-def to_wire(messages: list[dict]) -> tuple[str, list[dict]]:
-    """(system text, messages with strictly alternating roles)."""
-    system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[dict]]:
+    """(system blocks, messages with strictly alternating roles); with `cache`, a breakpoint on
+    the system prompt and on the latest message's last block."""
+    system = [{"type": "text", "text": m["content"]} for m in messages if m["role"] == "system" and m["content"]]
     out: list[dict] = []
 
     def add(role: str, blocks: list[dict]) -> None:
@@ -32,81 +42,173 @@ def to_wire(messages: list[dict]) -> tuple[str, list[dict]]:
         if role == "user":
             add("user", [{"type": "text", "text": message["content"] or " "}])
         elif role == "assistant":
-            blocks = [{"type": "text", "text": message["content"]}] if message["content"] else []
+            blocks = [dict(b) for b in message.get("thinking", ())]
+            blocks += [{"type": "text", "text": message["content"]}] if message["content"] else []
             blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
                        for c in message.get("tool_calls", ())]
             add("assistant", blocks or [{"type": "text", "text": " "}])
         elif role == "tool":
             add("user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}])
+    if cache:
+        if system:
+            system[-1]["cache_control"] = CACHE
+        if out:
+            out[-1]["content"][-1] = {**out[-1]["content"][-1], "cache_control": CACHE}
     return system, out
+
 
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, cfg: Any, api_key: str | None):
+    def __init__(self, cfg: Any, api_key: str | None, secrets: tuple[str, ...] = ()):
         self.cfg = cfg
         self._key = api_key
+        self._secrets = tuple(s for s in (api_key, *secrets) if s)
+        self._pool = SessionPool()
         self.url = (cfg.model.baseUrl or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages"
 
-    def generate(self, messages: list[dict], tools: list[dict], on_text: Callable[[str], None],
-                 cancel: threading.Event) -> Reply:
+    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+                 model: str | None = None) -> Reply:
         system, wire = to_wire(messages)
-        body: dict = {"model": self.cfg.model.name, "max_tokens": self.cfg.model.maxTokens or DEFAULT_MAX_TOKENS,
-                      "messages": wire, "stream": True}
+        thinking = self.cfg.model.thinking
+        max_tokens = self.cfg.model.maxTokens or DEFAULT_MAX_TOKENS
+        if thinking:
+            max_tokens = max(max_tokens, thinking + 1024)  # the budget is part of max_tokens
+        body: dict = {"model": model or self.cfg.model.name, "max_tokens": max_tokens, "messages": wire,
+                      "stream": True}
         if system:
             body["system"] = system
         if tools:
             body["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]}
                              for t in tools]
-        if self.cfg.model.temperature is not None:
+            body["tools"][-1]["cache_control"] = CACHE
+        if thinking:
+            body["thinking"] = {"type": "enabled", "budget_tokens": thinking}
+        elif self.cfg.model.temperature is not None:  # the API refuses a temperature with thinking
             body["temperature"] = min(self.cfg.model.temperature, 1.0)
         headers = {"Content-Type": "application/json", "anthropic-version": VERSION, "Accept": "text/event-stream"}
         if self._key:
             headers["x-api-key"] = self._key
-        with stream_lines(self.url, headers, body, self.cfg, cancel, error_message, self._key) as lines:
-            return self._read(lines, on_text)
+        with stream_lines(self._pool, self.url, headers, body, self.cfg, cancel, error_message, self._secrets,
+                          stream) as lines:
+            return read_stream(lines, stream, self.cfg.model.timeout)
 
-    def _read(self, lines: Any, on_text: Callable[[str], None]) -> Reply:
-        text: list[str] = []
-        blocks: dict[int, dict] = {}
-        input_tokens = None
-        stopped = False
-        for event, payload in sse.json_events(lines):
-            kind = payload.get("type", event)
-            if kind == "error":
-                raise ModelError(f"model API error: {error_message(payload) or str(payload)[:200]}")
-            if kind == "message_start":
-                usage = (payload.get("message") or {}).get("usage") or {}
-                counted = [usage.get(k) for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")]
-                if isinstance(counted[0], int):
-                    input_tokens = sum(v for v in counted if isinstance(v, int))
-            elif kind == "content_block_start":
-                block = payload.get("content_block") or {}
-                blocks[payload.get("index", len(blocks))] = {"type": block.get("type"), "id": block.get("id", ""),
-                                                             "name": block.get("name", ""), "json": [],
-                                                             "input": block.get("input")}
-            elif kind == "content_block_delta":
-                delta = payload.get("delta") or {}
-                if delta.get("type") == "text_delta" and delta.get("text"):
-                    text.append(delta["text"])
-                    on_text(delta["text"])
-                elif delta.get("type") == "input_json_delta":
-                    blocks.setdefault(payload.get("index", 0), {"type": "tool_use", "id": "", "name": "", "json": []})[
-                        "json"].append(delta.get("partial_json", ""))
-            elif kind == "message_stop":
-                stopped = True
-                break
-        if not stopped:
-            raise ModelError("model API stream ended early (truncated reply)")
-        calls = [_tool_call(b) for _, b in sorted(blocks.items()) if b["type"] == "tool_use"]
-        return Reply("".join(text), calls, input_tokens)
+
+def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:
+    """A Messages event stream into a Reply; every shape is checked as it arrives."""
+    text: list[str] = []
+    blocks: dict[int, dict] = {}
+    usage = Usage()
+    stopped = False
+    answer, reasoning = Joiner(), Joiner()
+    for event, payload in sse.json_events(lines, idle_timeout=idle_timeout):
+        kind = payload.get("type", event)
+        if kind == "error":
+            raise ModelError(f"model API error: {codec.clean(error_message(payload) or str(payload)[:200])}")
+        if kind == "message_start":
+            message = payload.get("message")
+            _take_usage(message.get("usage") if isinstance(message, dict) else None, usage)
+        elif kind == "message_delta":
+            _take_usage(payload.get("usage"), usage)
+        elif kind == "content_block_start":
+            block = payload.get("content_block")
+            if not isinstance(block, dict):
+                raise malformed("content_block is not an object")
+            blocks[_index(payload, len(blocks))] = _new_block(block)
+        elif kind == "content_block_delta":
+            _delta(payload, blocks, text, answer, reasoning, stream)
+        elif kind == "message_stop":
+            stopped = True
+            break
+    for joiner, emit in ((reasoning, stream.thought), (answer, stream.text)):
+        rest = joiner.end()
+        if rest:
+            emit(rest)
+            if joiner is answer:
+                text.append(rest)
+    if not stopped:
+        raise ModelError("model API stream ended early (truncated reply)")
+    ordered = [b for _, b in sorted(blocks.items())]
+    calls = [_tool_call(b) for b in ordered if b["type"] == "tool_use"]
+    thinking = [_thinking_block(b) for b in ordered if b["type"] in ("thinking", "redacted_thinking")]
+    return Reply("".join(text), calls, thinking=thinking, usage=usage)
+
+
+def _index(payload: dict, default: int) -> int:
+    index = payload.get("index", default)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise malformed("a content block index is not a number")
+    return index
+
+
+def _new_block(block: dict) -> dict:
+    kind = block.get("type")
+    name, block_id = block.get("name", ""), block.get("id", "")
+    return {"type": kind, "id": block_id, "name": name, "json": [], "input": block.get("input"),
+            "thinking": [block["thinking"]] if isinstance(block.get("thinking"), str) else [],
+            "signature": block.get("signature") if isinstance(block.get("signature"), str) else "",
+            "data": block.get("data")}
+
+
+def _delta(payload: dict, blocks: dict[int, dict], text: list[str], answer: Joiner, reasoning: Joiner,
+           stream: Stream) -> None:
+    delta = payload.get("delta")
+    if not isinstance(delta, dict):
+        raise malformed("delta is not an object")
+    kind = delta.get("type")
+    index = _index(payload, 0)
+    if kind == "text_delta":
+        piece = delta.get("text")
+        if not isinstance(piece, str):
+            raise malformed("text_delta.text is not text")
+        shown = answer.feed(piece)
+        if shown:
+            text.append(shown)
+            stream.text(shown)
+    elif kind == "input_json_delta":
+        piece = delta.get("partial_json", "")
+        if not isinstance(piece, str):
+            raise malformed("input_json_delta.partial_json is not text")
+        blocks.setdefault(index, _new_block({"type": "tool_use"}))["json"].append(piece)
+    elif kind == "thinking_delta":
+        piece = delta.get("thinking")
+        if not isinstance(piece, str):
+            raise malformed("thinking_delta.thinking is not text")
+        blocks.setdefault(index, _new_block({"type": "thinking"}))["thinking"].append(piece)
+        shown = reasoning.feed(piece)
+        if shown:
+            stream.thought(shown)
+    elif kind == "signature_delta":
+        piece = delta.get("signature")
+        if not isinstance(piece, str):
+            raise malformed("signature_delta.signature is not text")
+        blocks.setdefault(index, _new_block({"type": "thinking"}))["signature"] += piece
+
+
+def _take_usage(value: Any, usage: Usage) -> None:
+    if not isinstance(value, dict):
+        return
+    counts = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    if "input_tokens" in counts:
+        usage.cache_read = counts.get("cache_read_input_tokens", usage.cache_read)
+        usage.cache_write = counts.get("cache_creation_input_tokens", usage.cache_write)
+        usage.input = counts["input_tokens"] + usage.cache_read + usage.cache_write
+    if "output_tokens" in counts:
+        usage.output = counts["output_tokens"]
 
 
 def _tool_call(block: dict) -> ToolCall:
-    if not block["name"]:
+    name = block["name"]
+    if not isinstance(name, str) or not name:
         raise ModelError("model returned a tool call without a name")
     arguments = "".join(block["json"])
     # Some proxies put the whole input in content_block_start and stream no deltas.
     if not arguments.strip() and isinstance(block.get("input"), dict):
-        return ToolCall(block["id"] or new_call_id(), block["name"], block["input"])
-    return ToolCall(block["id"] or new_call_id(), block["name"], parse_arguments(block["name"], arguments))
+        return ToolCall(block["id"] or new_call_id(), name, block["input"])
+    return ToolCall(block["id"] or new_call_id(), name, parse_arguments(codec.clean(name), arguments))
+
+
+def _thinking_block(block: dict) -> dict:
+    if block["type"] == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": block["data"] if isinstance(block["data"], str) else ""}
+    return {"type": "thinking", "thinking": codec.clean("".join(block["thinking"])), "signature": block["signature"]}

@@ -12,70 +12,103 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
-import orjson
-
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.jsonrpc import codec
+from bob_acp.providers.base import Quiet, Stream
+from bob_acp.secrets import Redactor
 
 CONNECT_TIMEOUT = 10.0
-TOTAL_BUDGET = 300.0  # seconds all attempts of one call may take
+TOTAL_BUDGET = 300.0  # seconds all attempts of one call may take before its first byte
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
 RETRY_STATUSES = {408, 409, 429}  # and every 5xx but these, which a retry cannot fix:
 NO_RETRY_5XX = {501, 505}
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # far past any real reply: a server that never stops is cut off
-_session_lock = threading.Lock()
-_session: Any = None
+READ_CHUNK = 65536
+MAX_REDIRECTS = 5
 
 
-def _requests_session() -> Any:
-    global _session
-    with _session_lock:
-        if _session is None:
+class SessionPool:
+    """The provider's HTTP sessions (keep-alive connections). A call takes one for its whole
+    duration and gives it back, so calls from several threads (turns are serialised, but
+    /compact, --check and tests are not bound to that) never share a session at once."""
+
+    def __init__(self) -> None:
+        self._free: list[Any] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def session(self) -> Iterator[Any]:
+        with self._lock:
+            session = self._free.pop() if self._free else None
+        if session is None:
             import requests  # lazy: start-up never pays for it
 
-            _session = requests.Session()
-        return _session
+            session = requests.Session()
+            session.max_redirects = MAX_REDIRECTS
+        try:
+            yield session
+        finally:
+            with self._lock:
+                self._free.append(session)
 
 
 @contextmanager
-def stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threading.Event,
-                 error_message: Callable[[Any], str | None], secret: str | None = None,
-                 total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
-    """POST `body` and yield an iterator over the response's lines (decoded UTF-8).
+def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, cfg: Any, cancel: Cancel,
+                 error_message: Callable[[Any], str | None], secrets: tuple[str, ...] = (),
+                 stream: Stream | None = None, total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
+    """POST `body` and yield an iterator over the response's lines (decoded UTF-8; CR, LF and
+    CRLF all end a line, as SSE says).
 
     Retries 429/5xx/connection errors before any byte reached the caller; raises ModelError
-    (one line, never the key: servers echo it in their errors) or Cancelled.
+    (one line, never the key: servers echo it in their errors, requests puts it in reprs) or
+    Cancelled.
     """
     try:
-        with _stream_lines(url, headers, body, cfg, cancel, error_message, total_budget) as lines:
-            yield lines
+        with pool.session() as session:
+            with _stream_lines(session, url, headers, body, cfg, cancel, error_message, stream or Quiet(),
+                               total_budget) as lines:
+                yield lines
     except ModelError as exc:
-        if secret and secret in str(exc):
-            raise ModelError(str(exc).replace(secret, "[redacted]")) from None
+        text = Redactor(secrets).text(str(exc))
+        if text != str(exc):
+            raise ModelError(text) from None
         raise
 
 
 @contextmanager
-def _stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threading.Event,
-                  error_message: Callable[[Any], str | None], total_budget: float) -> Iterator[Iterator[str]]:
+def _stream_lines(session: Any, url: str, headers: dict, body: dict, cfg: Any, cancel: Cancel,
+                  error_message: Callable[[Any], str | None], stream: Stream,
+                  total_budget: float) -> Iterator[Iterator[str]]:
     import requests
 
     deadline = time.monotonic() + total_budget
     attempt = 0
-    data = orjson.dumps(body)
+    data = codec.dumps(body)
+    # identity: the body is read raw, as it arrives; a compressed event stream would be garbage.
+    headers = {**headers, "Accept-Encoding": "identity"}
     while True:
         if cancel.is_set():
             raise Cancelled()
         retry_after: float | None = None
         try:
-            response = _requests_session().post(url, data=data, headers=headers, stream=True,
-                                                timeout=(CONNECT_TIMEOUT, cfg.model.timeout))
+            response = session.post(url, data=data, headers=headers, stream=True,
+                                    timeout=(CONNECT_TIMEOUT, cfg.model.timeout))
         except requests.exceptions.ConnectTimeout:
             failure = ModelError(f"model API unreachable: {_where(url)}: connection timed out")
         except requests.exceptions.ConnectionError as exc:
             failure = ModelError(f"model API unreachable: {_where(url)}: {_reason(exc)}")
         except requests.exceptions.ReadTimeout:
             failure = ModelError(f"model API timeout: no data for {cfg.model.timeout:g} s")
+        except requests.exceptions.TooManyRedirects:
+            raise ModelError(f"model API redirects too often (more than {MAX_REDIRECTS}): {_where(url)}") from None
+        except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
+                requests.exceptions.MissingSchema, requests.exceptions.InvalidHeader) as exc:
+            raise ModelError(f"model API request refused before sending: {type(exc).__name__}: "
+                             f"{_reason(exc)}") from None
+        except (requests.exceptions.RequestException, ValueError, OverflowError) as exc:
+            raise ModelError(f"model API request failed: {type(exc).__name__}: {_reason(exc)}") from None
         else:
             if response.status_code == 200:
                 break
@@ -88,75 +121,84 @@ def _stream_lines(url: str, headers: dict, body: dict, cfg: Any, cancel: threadi
         delay = retry_after if retry_after is not None else min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)) * (0.5 + random.random())
         if attempt > cfg.model.retries or time.monotonic() + delay > deadline:
             raise failure
+        stream.retrying(attempt, delay, str(failure))
         if cancel.wait(delay):
             raise Cancelled()
-    with _closing_on_cancel(response, cancel):
-        try:
-            yield _lines(response, cancel, cfg.model.timeout)
-        finally:
-            response.close()
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        _shutdown(response)
+
+    # A cancel (or the per-call ceiling) shuts the socket down, so a read blocked on a silent
+    # server returns at once; nothing polls and nothing is left to join afterwards.
+    unsubscribe = cancel.subscribe(lambda: _shutdown(response))
+    ceiling = threading.Timer(max(0.0, cfg.model.callTimeout), expire)
+    ceiling.daemon = True
+    ceiling.start()
+    try:
+        yield _lines(response, cancel, cfg.model.timeout, expired, cfg.model.callTimeout)
+    finally:
+        ceiling.cancel()
+        unsubscribe()
+        response.close()
 
 
-def _lines(response: Any, cancel: threading.Event, timeout: float) -> Iterator[str]:
+def _lines(response: Any, cancel: Cancel, timeout: float, expired: threading.Event, ceiling: float) -> Iterator[str]:
     import requests
     import urllib3
 
+    def stopped() -> None:
+        if cancel.is_set():
+            raise Cancelled() from None
+        if expired.is_set():
+            raise ModelError(f"model API call exceeded {ceiling:g} s (model.callTimeout)") from None
+
     try:
-        for raw in _arriving_lines(response.raw):
-            if cancel.is_set():
-                raise Cancelled()
+        for raw in arriving_lines(response.raw):
+            stopped()
             yield raw.decode("utf-8", errors="replace")
     except (requests.exceptions.RequestException, urllib3.exceptions.HTTPError, OSError, AttributeError,
             ValueError) as exc:
-        if cancel.is_set():
-            raise Cancelled() from None
+        stopped()
         if "timed out" in str(exc).lower():
             raise ModelError(f"model API timeout: no data for {timeout:g} s") from None
         raise ModelError(f"model API stream broken: {_reason(exc)}") from None
-    if cancel.is_set():
-        raise Cancelled()
+    stopped()
 
 
-def _arriving_lines(raw: Any) -> Iterator[bytes]:
+def arriving_lines(raw: Any) -> Iterator[bytes]:
     """Lines as soon as they arrive (requests' iter_lines waits for whole reads; a stream of
-    model tokens must not). urllib3 2's read1 returns what is there, chunked or not."""
+    model tokens must not). urllib3 2's read1 returns what is there, chunked or not. Line ends
+    are looked for only in the bytes just read, so a body without one costs linear time."""
     read = raw.read1 if hasattr(raw, "read1") else (lambda _size: raw.read(1))
-    buffer = b""
+    pending: list[bytes] = []  # the start of a line not ended yet
     total = 0
+    after_cr = False  # the last chunk ended in CR: an LF starting the next one belongs to it
     while True:
-        data = read(65536)
+        data = read(READ_CHUNK)
         if not data:
             break
         total += len(data)
         if total > MAX_REPLY_BYTES:
             raise ModelError(f"model API reply exceeded {MAX_REPLY_BYTES // (1024 * 1024)} MiB: stream stopped")
-        buffer += data
-        if b"\n" in buffer:
-            *lines, buffer = buffer.split(b"\n")
-            yield from lines
-    if buffer:
-        yield buffer
-
-
-@contextmanager
-def _closing_on_cancel(response: Any, cancel: threading.Event) -> Iterator[None]:
-    """While the body is read, a watcher shuts the socket down as soon as `cancel` is set, so a
-    read blocked on a silent server returns at once. The watcher ends with the block."""
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            if cancel.wait(0.05):
-                _shutdown(response)
-                return
-
-    watcher = threading.Thread(target=watch, name="bob-model-cancel", daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        done.set()
-        watcher.join()
+        if after_cr and data[:1] == b"\n":
+            data = data[1:]
+        after_cr = data[-1:] == b"\r"
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in data:
+            pending.append(data)
+            continue
+        lines = data.split(b"\n")
+        if pending:
+            lines[0] = b"".join(pending) + lines[0]
+            pending = []
+        if lines[-1]:
+            pending.append(lines[-1])
+        yield from lines[:-1]
+    if pending:
+        yield b"".join(pending)
 
 
 def _shutdown(response: Any) -> None:
@@ -186,8 +228,11 @@ def _retryable(status: int) -> bool:
 
 
 def _where(url: str) -> str:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return "(invalid URL)"
     return f"{parts.hostname}:{port}"
 
 
@@ -202,28 +247,29 @@ def _reason(exc: BaseException) -> str:
 
 def _status_line(response: Any, error_message: Callable[[Any], str | None]) -> str:
     try:
-        text = response.content[:65536].decode("utf-8", errors="replace")
+        text = response.raw.read(64 * 1024, decode_content=True).decode("utf-8", errors="replace")
     except Exception:
         text = ""
     message = None
     try:
-        message = error_message(orjson.loads(text))
-    except (orjson.JSONDecodeError, TypeError, AttributeError, KeyError):
+        message = error_message(codec.loads(text))
+    except (codec.JSONDecodeError, TypeError, AttributeError, KeyError, RecursionError):
         pass
     if not message:
         message = " ".join(text.split())[:200] or response.reason or "no body"
-    return f"model API {response.status_code}: {' '.join(str(message).split())}"
+    return f"model API {response.status_code}: {' '.join(str(message).split())[:300]}"
 
 
 def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
+        return max(0.0, seconds) if seconds == seconds and seconds < 1e6 else None
     except ValueError:
         pass
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, IndexError):
         return None
     return max(0.0, when.timestamp() - time.time())

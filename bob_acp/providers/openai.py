@@ -1,18 +1,21 @@
 """OpenAI Chat Completions, streamed (SSE), with tool calls. Serves OpenAI, OpenRouter, Ollama,
-vLLM, llama.cpp's server and LM Studio by `model.baseUrl` alone."""
+vLLM, llama.cpp's server and LM Studio by `model.baseUrl` alone.
+
+OpenAI-compatible servers cache prompts by prefix, so every request of a session is a byte-exact
+extension of the one before it: nothing per call (no timestamps) and a stable order of fields.
+"""
 
 from __future__ import annotations
 
-import threading
 import uuid
-from typing import Any, Callable
+from typing import Any
 
-import orjson
-
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
+from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
-from bob_acp.providers.base import Reply, ToolCall
-from bob_acp.providers.http import stream_lines
+from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
+from bob_acp.providers.http import SessionPool, stream_lines
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -20,7 +23,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 def error_message(body: Any) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        return error.get("message") or error.get("type")
+        detail = error.get("message") or error.get("type")
+        return detail if isinstance(detail, str) else None
     if isinstance(error, str):
         return error
     if not isinstance(body, dict):
@@ -39,7 +43,7 @@ def to_wire(messages: list[dict]) -> list[dict]:
                 wire["content"] = message["content"] or ""  # some local servers reject null
                 wire["tool_calls"] = [
                     {"id": c["id"], "type": "function",
-                     "function": {"name": c["name"], "arguments": orjson.dumps(c["arguments"]).decode()}}
+                     "function": {"name": c["name"], "arguments": codec.dumps(c["arguments"]).decode()}}
                     for c in message["tool_calls"]]
             out.append(wire)
         elif role == "tool":
@@ -58,25 +62,32 @@ def parse_arguments(name: str, text: str) -> dict:
     if not text.strip():
         return {}
     try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        raise ModelError(f"model returned invalid JSON in the arguments of tool call '{name}': {text[:120]!r}") from None
+        value = codec.loads(codec.clean(text))
+    except (codec.JSONDecodeError, RecursionError):
+        raise ModelError(f"model returned invalid JSON in the arguments of tool call '{name}': "
+                         f"{codec.clean(text[:120])!r}") from None
     if not isinstance(value, dict):
         raise ModelError(f"model returned arguments of tool call '{name}' that are not a JSON object")
     return value
 
 
+def malformed(what: str) -> ModelError:
+    return ModelError(f"model API sent a malformed stream event: {what}")
+
+
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, cfg: Any, api_key: str | None):
+    def __init__(self, cfg: Any, api_key: str | None, secrets: tuple[str, ...] = ()):
         self.cfg = cfg
         self._key = api_key
+        self._secrets = tuple(s for s in (api_key, *secrets) if s)
+        self._pool = SessionPool()
         self.url = (cfg.model.baseUrl or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
 
-    def generate(self, messages: list[dict], tools: list[dict], on_text: Callable[[str], None],
-                 cancel: threading.Event) -> Reply:
-        body: dict = {"model": self.cfg.model.name, "messages": to_wire(messages), "stream": True,
+    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+                 model: str | None = None) -> Reply:
+        body: dict = {"model": model or self.cfg.model.name, "messages": to_wire(messages), "stream": True,
                       "stream_options": {"include_usage": True}}
         if tools:
             body["tools"] = [{"type": "function", "function": t} for t in tools]
@@ -87,53 +98,137 @@ class OpenAIProvider:
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        with stream_lines(self.url, headers, body, self.cfg, cancel, error_message, self._key) as lines:
-            return self._read(lines, on_text)
+        with stream_lines(self._pool, self.url, headers, body, self.cfg, cancel, error_message, self._secrets,
+                          stream) as lines:
+            return read_stream(lines, stream, self.cfg.model.timeout)
 
-    def _read(self, lines: Any, on_text: Callable[[str], None]) -> Reply:
-        text: list[str] = []
-        calls: dict[int, dict] = {}
-        input_tokens = None
-        finished = False
-        for event, chunk in sse.json_events(lines, end="[DONE]"):
-            if event == "[DONE]":
+
+def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:
+    """A Chat Completions event stream into a Reply; every shape is checked as it arrives."""
+    text: list[str] = []
+    calls: dict[int, dict] = {}
+    usage = Usage()
+    finished = False
+    answer, reasoning = Joiner(), Joiner()
+    for event, chunk in sse.json_events(lines, end="[DONE]", idle_timeout=idle_timeout):
+        if event == "[DONE]":
+            finished = True
+            break
+        if chunk.get("error"):
+            raise ModelError(f"model API error: {codec.clean(error_message(chunk) or str(chunk['error'])[:200])}")
+        _take_usage(chunk.get("usage"), usage)
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise malformed("choices is not a list")
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise malformed("a choice is not an object")
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise malformed("delta is not an object")
+            for key in ("reasoning_content", "reasoning"):  # DeepSeek, vLLM, llama.cpp / OpenRouter
+                piece = _text_of(delta.get(key), key)
+                if piece:
+                    shown = reasoning.feed(piece)
+                    if shown:
+                        stream.thought(shown)
+            piece = _text_of(delta.get("content"), "content")
+            if piece:
+                shown = answer.feed(piece)
+                if shown:
+                    text.append(shown)
+                    stream.text(shown)
+            parts = delta.get("tool_calls") or []
+            if not isinstance(parts, list):
+                raise malformed("tool_calls is not a list")
+            for part in parts:
+                _merge_call(calls, part)
+            if choice.get("finish_reason"):
                 finished = True
-                break
-            if chunk.get("error"):
-                raise ModelError(f"model API error: {error_message(chunk)}")
-            usage = chunk.get("usage")
-            if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-                input_tokens = usage["prompt_tokens"]
-            for choice in chunk.get("choices") or []:
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    text.append(delta["content"])
-                    on_text(delta["content"])
-                for part in delta.get("tool_calls") or []:
-                    _merge_call(calls, part)
-                if choice.get("finish_reason"):
-                    finished = True
-        if not finished:
-            raise ModelError("model API stream ended early (truncated reply)")
-        tool_calls = []
-        for index in sorted(calls):
-            call = calls[index]
-            name = call["name"]
-            if not name:
-                raise ModelError("model returned a tool call without a name")
-            tool_calls.append(ToolCall(call["id"] or new_call_id(), name, parse_arguments(name, "".join(call["args"]))))
-        return Reply("".join(text), tool_calls, input_tokens)
+    thought = reasoning.end()
+    if thought:
+        stream.thought(thought)
+    rest = answer.end()
+    if rest:
+        text.append(rest)
+        stream.text(rest)
+    if not finished:
+        raise ModelError("model API stream ended early (truncated reply)")
+    tool_calls = []
+    for index in sorted(calls):
+        call = calls[index]
+        name = call["name"]
+        if not name:
+            raise ModelError("model returned a tool call without a name")
+        arguments = call["object"] if call["object"] is not None else parse_arguments(name, "".join(call["args"]))
+        tool_calls.append(ToolCall(call["id"] or new_call_id(), name, arguments))
+    return Reply("".join(text), tool_calls, usage=usage)
 
 
-def _merge_call(calls: dict[int, dict], part: dict) -> None:
+def _text_of(value: Any, key: str) -> str:
+    """A delta's text: a string, or a list of content parts (some servers send parts)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        pieces = []
+        for part in value:
+            if isinstance(part, str):
+                pieces.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                pieces.append(part["text"])
+            elif not (isinstance(part, dict) and part.get("type") not in (None, "text")):
+                raise malformed(f"delta.{key} holds a part that is not text")
+        return "".join(pieces)
+    raise malformed(f"delta.{key} is a {type(value).__name__}, not text")
+
+
+def _take_usage(value: Any, usage: Usage) -> None:
+    if not isinstance(value, dict):
+        return
+    if _count(value.get("prompt_tokens")) is not None:
+        usage.input = value["prompt_tokens"]
+    if _count(value.get("completion_tokens")) is not None:
+        usage.output = value["completion_tokens"]
+    details = value.get("prompt_tokens_details")
+    if isinstance(details, dict) and _count(details.get("cached_tokens")) is not None:
+        usage.cache_read = details["cached_tokens"]
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _merge_call(calls: dict[int, dict], part: Any) -> None:
     """Assemble tool-call deltas by index: id and name are taken once (some servers repeat them
-    in every chunk), argument pieces are appended."""
+    in every chunk), argument pieces are appended; arguments sent whole as an object are taken."""
+    if not isinstance(part, dict):
+        raise malformed("a tool call delta is not an object")
     index = part.get("index", len(calls))
-    call = calls.setdefault(index, {"id": "", "name": "", "args": []})
-    if part.get("id") and not call["id"]:
-        call["id"] = part["id"]
+    if isinstance(index, str) and index.isdigit():
+        index = int(index)
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise malformed("a tool call index is not a number")
+    call = calls.setdefault(index, {"id": "", "name": "", "args": [], "object": None})
+    call_id = part.get("id")
+    if call_id is not None and call_id != "" and not call["id"]:
+        if isinstance(call_id, bool) or not isinstance(call_id, (str, int)):
+            raise malformed("a tool call id is not a string")
+        call["id"] = str(call_id)
     function = part.get("function") or {}
-    if function.get("name") and not call["name"]:
-        call["name"] = function["name"]
-    if function.get("arguments"):
-        call["args"].append(function["arguments"])
+    if not isinstance(function, dict):
+        raise malformed("a tool call's function is not an object")
+    name = function.get("name")
+    if name and not call["name"]:
+        if not isinstance(name, str):
+            raise malformed("a tool call name is not a string")
+        call["name"] = name
+    arguments = function.get("arguments")
+    if isinstance(arguments, dict):
+        call["object"] = arguments
+    elif isinstance(arguments, str):
+        if arguments:
+            call["args"].append(arguments)
+    elif arguments is not None:
+        raise malformed("a tool call's arguments are neither text nor an object")

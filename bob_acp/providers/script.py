@@ -11,8 +11,10 @@ import re
 import threading
 from typing import Any, Callable
 
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
-from bob_acp.providers.base import Reply, ToolCall
+from bob_acp.jsonrpc import codec
+from bob_acp.providers.base import Reply, Stream, ToolCall, Usage
 
 NO_MORE = {"text": "(script: no more replies)"}
 CANCEL_CHECK_EVERY = 256
@@ -26,14 +28,14 @@ class ScriptProvider:
         self._lock = threading.Lock()
         self._cache: tuple[float, dict] | None = None
 
-    def generate(self, messages: list[dict], tools: list[dict], on_text: Callable[[str], None],
-                 cancel: threading.Event) -> Reply:
+    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+                 model: str | None = None) -> Reply:
         script = self._load()
         turn_index, turn = _choose_turn(script, messages)
         replies = turn.get("replies", []) if turn is not None else []
         k = _replies_so_far(messages)
         reply = replies[k] if k < len(replies) else (script.get("fallback") or NO_MORE)
-        return self._play(reply, turn_index, k, on_text, cancel)
+        return self._play(reply, turn_index, k, stream, cancel)
 
     def _load(self) -> dict:
         try:
@@ -45,8 +47,12 @@ class ScriptProvider:
                 self._cache = (mtime, _parse(self.path))
             return self._cache[1]
 
-    def _play(self, reply: dict, turn: int, k: int, on_text: Callable[[str], None], cancel: threading.Event) -> Reply:
+    def _play(self, reply: dict, turn: int, k: int, stream: Stream, cancel: Cancel) -> Reply:
         delay = float(reply.get("delay", 0) or 0)
+        for i, thought in enumerate(reply.get("thoughts") or []):
+            if delay and i and cancel.wait(delay):
+                raise Cancelled()
+            stream.thought(str(thought))
         parts: list[str] = []
         for i, chunk in enumerate(_chunks(reply)):
             if delay and i and cancel.wait(delay):
@@ -54,7 +60,7 @@ class ScriptProvider:
             if i % CANCEL_CHECK_EVERY == 0 and cancel.is_set():
                 raise Cancelled()
             parts.append(chunk)
-            on_text(chunk)
+            stream.text(chunk)
         if cancel.is_set():
             raise Cancelled()
         if "error" in reply:
@@ -62,7 +68,7 @@ class ScriptProvider:
         calls = [ToolCall(f"script_{turn}_{k}_{i}", c["name"], dict(c.get("arguments") or {}))
                  for i, c in enumerate(reply.get("tool_calls") or [])]
         usage = reply.get("usage") or {}
-        return Reply("".join(parts), calls, usage.get("input_tokens"))
+        return Reply("".join(parts), calls, usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")))
 
 
 def _chunks(reply: dict):
@@ -119,16 +125,14 @@ def _parse(path: str) -> dict:
 
     try:
         if path.endswith(".json"):  # large scripts (benchmarks) load in milliseconds
-            import orjson
-
             with open(path, "rb") as handle:
-                data = orjson.loads(handle.read())
+                data = codec.loads(handle.read())
         else:
             with open(path, encoding="utf-8") as handle:
-                data = yaml.safe_load(handle)
+                data = codec.clean_tree(yaml.safe_load(handle))
     except (OSError, UnicodeDecodeError) as exc:
         raise bad(f"cannot read: {exc}") from None
-    except ValueError as exc:  # orjson's decode error
+    except (ValueError, RecursionError) as exc:  # orjson's decode error
         raise bad(f"invalid JSON: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -151,6 +155,12 @@ def _check_reply(reply: Any, where: str, bad: Callable[[str], ModelError]) -> No
         raise bad(f"{where}: must be a mapping")
     if not isinstance(reply.get("chunks", []), list):
         raise bad(f"{where}: chunks must be a list")
+    if not isinstance(reply.get("thoughts", []), list):
+        raise bad(f"{where}: thoughts must be a list")
+    usage = reply.get("usage") or {}
+    if not isinstance(usage, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                              for v in usage.values()):
+        raise bad(f"{where}: usage must map input_tokens/output_tokens to whole numbers")
     repeat = reply.get("repeat")
     if repeat is not None and (not isinstance(repeat, dict) or not isinstance(repeat.get("count", 0), int)):
         raise bad(f"{where}: repeat needs {{chunk, count}}")

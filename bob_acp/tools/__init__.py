@@ -1,20 +1,20 @@
-"""The tool registry: what the model may call, in the order it is offered."""
+"""The built-in tools, in the order they are offered to the model."""
 
 from __future__ import annotations
 
-from bob_acp.tools.base import Tool
-from bob_acp.tools.bash import BashTool, kill_all  # noqa: F401
+from bob_acp.tools.base import Tool, ToolSet
+from bob_acp.tools.bash import BashTool, kill_all  # noqa: F401  (kill_all: shutdown)
 from bob_acp.tools.files import EditFileTool, ReadFileTool, WriteFileTool
 from bob_acp.tools.skill import ReadSkillTool
 
-TOOLS: tuple[Tool, ...] = (BashTool(), ReadFileTool(), WriteFileTool(), EditFileTool(), ReadSkillTool())
-_BY_NAME = {tool.name: tool for tool in TOOLS}
-_SPECS = [tool.spec() for tool in TOOLS]
+BUILTIN = ToolSet((BashTool(), ReadFileTool(), WriteFileTool(), EditFileTool(), ReadSkillTool()))
+TOOLS: tuple[Tool, ...] = BUILTIN.tools
+FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})  # what permissions.mode allow-edits allows
 
 
 def get(name: str) -> Tool | None:
-    return _BY_NAME.get(name)
+    return BUILTIN.get(name)
 
 
 def specs() -> list[dict]:
-    return _SPECS
+    return BUILTIN.specs()

@@ -7,11 +7,13 @@ tool ran; the tool has already killed whatever it started).
 
 from __future__ import annotations
 
-import queue
+import collections
 import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 
 
@@ -27,6 +29,14 @@ class ToolResult:
     output: str
     failed: bool = False
     diff: Diff | None = None
+    exit_code: int | None = None  # bash: the command's exit status
+    signal: str | None = None  # bash: the signal that ended it (SIGKILL on timeout)
+
+
+@dataclass
+class Location:
+    path: str  # absolute, shown as is (already safe to encode)
+    line: int | None = None
 
 
 @dataclass
@@ -34,6 +44,8 @@ class ToolContext:
     cwd: str  # the session's absolute working directory
     config: Any  # bob_acp.config.Config
     skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
+    env: dict | None = None  # the environment children start with (None: Bob's own)
+    live: "LiveOutput | None" = None  # where a running command reports its output so far
 
 
 class Tool:
@@ -49,33 +61,143 @@ class Tool:
     def title(self, args: dict) -> str:
         return self.name
 
-    def locations(self, args: dict, cwd: str) -> list[str]:
-        """Absolute paths the call touches (ACP `locations`)."""
+    def locations(self, args: dict, cwd: str) -> list[Location]:
+        """The files the call touches (ACP `locations`)."""
         return []
 
-    def run(self, args: dict, ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    def grant(self, args: dict, cwd: str) -> str:
+        """What an allow_always scoped to the call (permissions.allowAlways: command) remembers."""
+        return self.name
+
+    def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
+        """The change the call would make, computed without making it (shown before approval)."""
+        return None
+
+    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         raise NotImplementedError
 
 
-def run_in_worker(work: Callable[[], ToolResult], cancel: threading.Event, poll: float = 0.05) -> ToolResult:
-    """Run `work` on a worker thread that reports through a callback queue; the calling (turn)
-    thread waits on that queue and gives up with Cancelled as soon as `cancel` is set."""
-    results: queue.SimpleQueue = queue.SimpleQueue()
+class ToolSet:
+    """The tools one conversation offers, in the order the model sees them."""
+
+    def __init__(self, tools: Iterable[Tool]):
+        self.tools: tuple[Tool, ...] = tuple(tools)
+        self._by_name = {tool.name: tool for tool in self.tools}
+        self._specs = [tool.spec() for tool in self.tools]
+
+    def get(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
+
+    def specs(self) -> list[dict]:
+        return self._specs
+
+    def names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+    def plus(self, more: Iterable[Tool]) -> "ToolSet":
+        return ToolSet(self.tools + tuple(more))
+
+
+def run_in_worker(work: Callable[[Cancel], ToolResult], cancel: Cancel, time_limit: float | None = None,
+                  settle_on_cancel: float = 0.0, what: str = "the call") -> ToolResult:
+    """Run `work(cancel)` on a worker thread that reports through a callback queue; the turn's
+    thread waits on that queue, woken at once by a cancel (no polling).
+
+    `time_limit`: past it the call is a failed result (a read stuck on a dead file system).
+    `settle_on_cancel`: how long a cancelled call still waits for the worker, so that a change
+    the worker was committing lands before the turn answers (the worker itself checks the
+    cancel before it commits).
+    """
+    results: collections.deque = collections.deque()
+    ready = threading.Condition()
+
+    def report(item: tuple) -> None:
+        with ready:
+            results.append(item)
+            ready.notify_all()
 
     def worker() -> None:
         try:
-            results.put((True, work()))
+            report(("ok", work(cancel)))
         except BaseException as exc:  # reported to the turn's thread, which re-raises it
-            results.put((False, exc))
+            report(("raised", exc))
 
+    unsubscribe = cancel.subscribe(lambda: report(("cancelled", None)))
     threading.Thread(target=worker, name="bob-tool-worker", daemon=True).start()
-    while True:
-        try:
-            ok, value = results.get(timeout=poll)
-        except queue.Empty:
-            if cancel.is_set():
-                raise Cancelled() from None
-            continue
-        if ok:
-            return value
-        raise value
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    try:
+        with ready:
+            while True:
+                done = [item for item in results if item[0] != "cancelled"]
+                if done:
+                    kind, value = done[0]
+                    break
+                if results:  # cancelled: give the worker a moment to finish or abandon its commit
+                    end = time.monotonic() + settle_on_cancel
+                    while not any(item[0] != "cancelled" for item in results) and time.monotonic() < end:
+                        ready.wait(end - time.monotonic())
+                    raise Cancelled()
+                timeout = None if deadline is None else deadline - time.monotonic()
+                if timeout is not None and timeout <= 0:
+                    return ToolResult(f"error: {what} took longer than {time_limit:g} s; given up", failed=True)
+                ready.wait(timeout)
+    finally:
+        unsubscribe()
+    if kind == "ok":
+        return value
+    raise value
+
+
+class LiveOutput:
+    """A running command's output as the client sees it while it runs: at most `per_second`
+    reports, only when there is new output, each bounded: the latest tail (within `limit`
+    characters) and the text new since the last report (within `delta_limit`, its start cut
+    with a marker), so a command printing a gigabyte costs bounded bytes per report."""
+
+    def __init__(self, report: Callable[[str, str], None], limit: int, per_second: float = 4.0,
+                 delta_limit: int = 64 * 1024, clock: Callable[[], float] = time.monotonic):
+        self._report = report
+        self._limit = limit
+        self._delta_limit = delta_limit
+        self._period = 1.0 / per_second
+        self._clock = clock
+        self._tail = ""
+        self._delta: list[str] = []
+        self._delta_len = 0
+        self._skipped = 0
+        self._last = -self._period
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        self._tail = (self._tail + text)[-self._limit:]
+        self._delta.append(text)
+        self._delta_len += len(text)
+        if self._delta_len > 2 * self._delta_limit:
+            joined = "".join(self._delta)
+            self._skipped += len(joined) - self._delta_limit
+            self._delta = [joined[-self._delta_limit:]]
+            self._delta_len = self._delta_limit
+        self.flush(force=False)
+
+    def due(self) -> float | None:
+        """Seconds until the pending output may be reported; None when nothing is pending."""
+        if not self._delta:
+            return None
+        return max(0.0, self._last + self._period - self._clock())
+
+    def flush(self, force: bool = False) -> None:
+        if not self._delta:
+            return
+        now = self._clock()
+        if not force and now - self._last < self._period:
+            return
+        delta = "".join(self._delta)
+        if len(delta) > self._delta_limit:
+            self._skipped += len(delta) - self._delta_limit
+            delta = delta[-self._delta_limit:]
+        if self._skipped:
+            delta = f"[… {self._skipped} characters not shown …]\r\n" + delta
+            self._skipped = 0
+        self._delta, self._delta_len, self._last = [], 0, now
+        self._report(self._tail, delta)

@@ -7,19 +7,19 @@ half; everything in between is counted and cut, however much the command prints.
 from __future__ import annotations
 
 import codecs
+import collections
 import os
-import queue
 import signal
 import subprocess
 import threading
 import time
 
-import structlog
-
+from bob_acp import log as bob_log
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
-from bob_acp.tools.base import Tool, ToolContext, ToolResult
+from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 
-log = structlog.get_logger("bob.tools")
+log = bob_log.get("bob.tools")
 _live: set[int] = set()  # process group ids of running commands
 _live_lock = threading.Lock()
 PIPE_GRACE = 0.15  # after bash exits, how long a background child may keep the pipe open
@@ -105,68 +105,134 @@ class BashTool(Tool):
     def title(self, args: dict) -> str:
         return f"bash: {args.get('command', '')}"
 
-    def run(self, args: dict, ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    def grant(self, args: dict, cwd: str) -> str:
+        return "bash: " + " ".join(str(args.get("command", "")).split())
+
+    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return ToolResult("error: argument 'command' must be a non-empty string", failed=True)
+        if "\0" in command:
+            return ToolResult("error: argument 'command' contains a NUL byte", failed=True)
         timeout = args.get("timeout", ctx.config.tools.bash.timeout)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
             return ToolResult("error: argument 'timeout' must be a positive number of seconds", failed=True)
         try:
             proc = subprocess.Popen(
                 ["bash", "-c", command], cwd=ctx.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True,
+                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=ctx.env,
             )
         except OSError as exc:
             return ToolResult(f"error: cannot start bash: {exc}", failed=True)
         with _live_lock:
             _live.add(proc.pid)
         try:
-            return self._watch(proc, ctx.config.tools.bash.outputLimit, float(timeout), cancel)
+            return _Watch(proc, ctx.config.tools.bash.outputLimit, float(timeout), cancel, ctx.live).run()
         finally:
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
             with _live_lock:
                 _live.discard(proc.pid)
             proc.wait()
 
-    def _watch(self, proc: subprocess.Popen, limit: int, timeout: float, cancel: threading.Event) -> ToolResult:
-        # Bounded: a command printing faster than we keep up waits on its pipe, memory stays flat.
-        events: queue.Queue = queue.Queue(maxsize=QUEUE_CHUNKS)
-        stopped = threading.Event()
-        threading.Thread(target=_pump, args=(proc.stdout, events, stopped), name="bob-bash-output", daemon=True).start()
-        threading.Thread(target=lambda: _put(events, ("exit", proc.wait()), stopped), name="bob-bash-exit",
-                         daemon=True).start()
-        try:
-            return self._collect(proc, events, limit, timeout, cancel)
-        finally:
-            stopped.set()
 
-    def _collect(self, proc, events: queue.Queue, limit: int, timeout: float, cancel: threading.Event) -> ToolResult:
-        capture = _Capture(limit)
-        deadline = time.monotonic() + timeout
+class _Channel:
+    """A bounded queue between the watcher threads and the turn's thread. A full channel makes
+    the output thread wait (so a command printing faster than we keep up waits on its pipe and
+    memory stays flat); close() releases it; urgent items (exit, cancel) never wait."""
+
+    def __init__(self, size: int):
+        self._items: collections.deque = collections.deque()
+        self._size = size
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def put(self, item: tuple) -> bool:
+        with self._cond:
+            while len(self._items) >= self._size and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return False
+            self._items.append(item)
+            self._cond.notify_all()
+            return True
+
+    def put_urgent(self, item: tuple) -> None:
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify_all()
+
+    def get(self, timeout: float | None) -> tuple | None:
+        """The next item, or None when `timeout` seconds pass first."""
+        with self._cond:
+            if not self._items and not self._cond.wait_for(lambda: self._items, timeout):
+                return None
+            item = self._items.popleft()
+            self._cond.notify_all()
+            return item
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+class _Watch:
+    """One running command: its output, its exit, the deadline, the cancel, all through one
+    channel the turn's thread waits on; the next timed event bounds each wait."""
+
+    def __init__(self, proc: subprocess.Popen, limit: int, timeout: float, cancel: Cancel, live: LiveOutput | None):
+        self.proc = proc
+        self.capture = _Capture(limit)
+        self.timeout = timeout
+        self.cancel = cancel
+        self.live = live
+        self.events = _Channel(QUEUE_CHUNKS)
+
+    def run(self) -> ToolResult:
+        threading.Thread(target=_pump, args=(self.proc.stdout, self.events), name="bob-bash-output",
+                         daemon=True).start()
+        threading.Thread(target=lambda: self.events.put_urgent(("exit", self.proc.wait())), name="bob-bash-exit",
+                         daemon=True).start()
+        unsubscribe = self.cancel.subscribe(lambda: self.events.put_urgent(("cancel", None)))
+        try:
+            return self._collect()
+        finally:
+            unsubscribe()
+            self.events.close()
+
+    def _collect(self) -> ToolResult:
+        deadline = time.monotonic() + self.timeout
         exit_code: int | None = None
         eof = False
         grace_until = give_up_at = None
         while not eof or exit_code is None:
-            if cancel.is_set():
-                _kill_group(proc.pid)
-                raise Cancelled()
             now = time.monotonic()
             if now >= deadline:
-                _kill_group(proc.pid)
-                return ToolResult(capture.text() + f"\n[timed out after {timeout:g} s: process group killed]", failed=True)
+                _kill_group(self.proc.pid)
+                return self._finish(f"\n[timed out after {self.timeout:g} s: process group killed]", None, "SIGKILL")
             if grace_until is not None and now >= grace_until:
-                _kill_group(proc.pid)  # a background child still holds the pipe: end it
+                _kill_group(self.proc.pid)  # a background child still holds the pipe: end it
                 grace_until, give_up_at = None, now + PIPE_GIVE_UP
             if give_up_at is not None and now >= give_up_at:
                 log.info("bash: output pipe still held after the command ended; not waiting for it")
                 break
-            try:
-                kind, value = events.get(timeout=0.05)
-            except queue.Empty:
+            waits = [t - now for t in (deadline, grace_until, give_up_at) if t is not None]
+            due = self.live.due() if self.live is not None else None
+            if due is not None:
+                waits.append(due)
+            item = self.events.get(max(0.0, min(waits)))
+            if item is None:
+                if self.live is not None:
+                    self.live.flush()
                 continue
+            kind, value = item
+            if kind == "cancel":
+                _kill_group(self.proc.pid)
+                raise Cancelled()
             if kind == "data":
-                capture.add(value)
+                self.capture.add(value)
+                if self.live is not None:
+                    self.live.add(value)
                 if give_up_at is not None:
                     give_up_at = time.monotonic() + PIPE_GIVE_UP  # still draining: keep reading
             elif kind == "eof":
@@ -175,24 +241,27 @@ class BashTool(Tool):
                 exit_code = value
                 if not eof:
                     grace_until = time.monotonic() + PIPE_GRACE
-        output = capture.text()
+        if self.live is not None:
+            self.live.flush(force=True)
+        signal_name = None
+        if exit_code is not None and exit_code < 0:
+            try:
+                signal_name = signal.Signals(-exit_code).name
+            except ValueError:
+                signal_name = f"signal {-exit_code}"
+        output = self.capture.text()
         if output and not output.endswith("\n"):
             output += "\n"
-        return ToolResult(f"{output}[exit code: {exit_code}]", failed=exit_code != 0)
+        return ToolResult(f"{output}[exit code: {exit_code}]", failed=exit_code != 0, exit_code=exit_code,
+                          signal=signal_name)
+
+    def _finish(self, note: str, exit_code: int | None, signal_name: str | None) -> ToolResult:
+        if self.live is not None:
+            self.live.flush(force=True)
+        return ToolResult(self.capture.text() + note, failed=True, exit_code=exit_code, signal=signal_name)
 
 
-def _put(events: queue.Queue, item: tuple, stopped: threading.Event) -> bool:
-    """Queue an item unless the turn stopped listening; False once it has."""
-    while not stopped.is_set():
-        try:
-            events.put(item, timeout=0.1)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-def _pump(stream, events: queue.Queue, stopped: threading.Event) -> None:
+def _pump(stream, events: _Channel) -> None:
     """Read the command's output until EOF; this thread alone closes the pipe."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     fd = stream.fileno()
@@ -202,13 +271,13 @@ def _pump(stream, events: queue.Queue, stopped: threading.Event) -> None:
             if not data:
                 break
             text = decoder.decode(data)
-            if text and not _put(events, ("data", text), stopped):
+            if text and not events.put(("data", text)):
                 return
         rest = decoder.decode(b"", final=True)
         if rest:
-            _put(events, ("data", rest), stopped)
-        _put(events, ("eof", None), stopped)
+            events.put(("data", rest))
+        events.put(("eof", None))
     except OSError:
-        _put(events, ("eof", None), stopped)
+        events.put(("eof", None))
     finally:
         stream.close()

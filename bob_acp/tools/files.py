@@ -1,15 +1,22 @@
-"""read_file, write_file, edit_file. Writes are atomic (temp file, fsync, rename)."""
+"""read_file, write_file, edit_file. Regular files only; reads bounded in size and time; writes
+atomic (temp file, fsync, rename) and committed only while the turn is not cancelled."""
 
 from __future__ import annotations
 
 import os
-import threading
 
-from bob_acp.atomic import atomic_write
-from bob_acp.tools.base import Diff, Tool, ToolContext, ToolResult, run_in_worker
-
+from bob_acp.atomic import NotRegular, atomic_write, open_regular
+from bob_acp.cancel import Cancel
+from bob_acp.exceptions import Cancelled
+from bob_acp.jsonrpc.codec import clean
+from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
 
 PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"}
+READ_TIME_LIMIT = 30.0  # seconds a read may take (a dead network file system) before it is given up
+WRITE_SETTLE = 10.0  # seconds a cancelled write may take to finish committing before the turn answers
+SKIP_CHUNK = 64 * 1024
+MAX_EDIT_BYTES = 64 * 1024 * 1024  # files edited in memory; past it the model is told to use bash
+BINARY_SNIFF = 8192
 
 
 def resolve(path: str, cwd: str) -> str:
@@ -32,34 +39,81 @@ def _arg(args: dict, name: str, kind: type, required: bool = True):
     return value
 
 
-def _read_text(path: str) -> str:
-    with open(path, "rb") as handle:
-        return handle.read().decode("utf-8", errors="replace")
+def _read_whole(path: str, limit: int = MAX_EDIT_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (ValueError past it)."""
+    with open_regular(path) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{clean(path)} is larger than {limit} bytes")
+    return data
+
+
+def _is_binary(data: bytes) -> bool:
+    return b"\0" in data[:BINARY_SNIFF]
+
+
+def _text(data: bytes) -> str:
+    """Bytes as text that round-trips to the same bytes (invalid UTF-8 kept as surrogates)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def _shown(text: str | None) -> str | None:
+    """Text fit for a frame: undecodable bytes shown as U+FFFD."""
+    return None if text is None else clean(text)
 
 
 class _FileTool(Tool):
+    commits = False  # a tool that changes the file system waits for its commit on a cancel
+
     def title(self, args: dict) -> str:
         return f"{self.name}: {args.get('path', '')}"
 
-    def locations(self, args: dict, cwd: str) -> list[str]:
+    def locations(self, args: dict, cwd: str) -> list[Location]:
         path = args.get("path")
-        return [resolve(path, cwd)] if isinstance(path, str) and path and "\0" not in path else []
+        if not isinstance(path, str) or not path or "\0" in path:
+            return []
+        return [Location(clean(resolve(path, cwd)))]
 
-    def run(self, args: dict, ctx: ToolContext, cancel: threading.Event) -> ToolResult:
-        return run_in_worker(lambda: self._guarded(args, ctx), cancel)
+    def grant(self, args: dict, cwd: str) -> str:
+        path = args.get("path")
+        if isinstance(path, str) and "\0" not in path:
+            path = resolve(path, cwd)
+        return f"{self.name}: {path}"
 
-    def _guarded(self, args: dict, ctx: ToolContext) -> ToolResult:
+    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+        if self.commits:
+            return run_in_worker(lambda c: self._guarded(args, ctx, c), cancel, settle_on_cancel=WRITE_SETTLE)
+        return run_in_worker(lambda c: self._guarded(args, ctx, c), cancel, time_limit=READ_TIME_LIMIT,
+                             what=f"{self.name} of {args.get('path')!r}")
+
+    def _path(self, args: dict, ctx: ToolContext) -> str | ToolResult:
         path = _arg(args, "path", str)
         if isinstance(path, ToolResult):
             return path
         if "\0" in path:
             return ToolResult("error: argument 'path' contains a NUL byte", failed=True)
-        try:
-            return self._work(args, resolve(path, ctx.cwd), ctx)
-        except OSError as exc:
-            return ToolResult(f"error: {exc.strerror or exc}: {resolve(path, ctx.cwd)}", failed=True)
+        return resolve(path, ctx.cwd)
 
-    def _work(self, args: dict, path: str, ctx: ToolContext) -> ToolResult:
+    def _guarded(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+        path = self._path(args, ctx)
+        if isinstance(path, ToolResult):
+            return path
+        try:
+            return self._work(args, path, ctx, cancel)
+        except NotRegular as exc:
+            return ToolResult(f"error: {clean(str(exc))}; {self.name} works on regular files only", failed=True)
+        except InterruptedError:
+            raise Cancelled() from None
+        except ValueError as exc:
+            return ToolResult(f"error: {clean(str(exc))}; use bash for such a file", failed=True)
+        except OSError as exc:
+            return ToolResult(f"error: {exc.strerror or exc}: {clean(path)}", failed=True)
+
+    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         raise NotImplementedError
 
 
@@ -82,50 +136,84 @@ class ReadFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def _work(self, args: dict, path: str, ctx: ToolContext) -> ToolResult:
+    def locations(self, args: dict, cwd: str) -> list[Location]:
+        found = super().locations(args, cwd)
+        offset = args.get("offset")
+        if found and isinstance(offset, int) and not isinstance(offset, bool) and 1 < offset < 2 ** 32:
+            found[0].line = offset
+        return found
+
+    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         offset = _arg(args, "offset", int, required=False)
         limit = _arg(args, "limit", int, required=False)
         for bad in (offset, limit):
             if isinstance(bad, ToolResult):
                 return bad
         if os.path.isdir(path):
-            return ToolResult(f"error: {path} is a directory (list it with bash: ls)", failed=True)
+            return ToolResult(f"error: {clean(path)} is a directory (list it with bash: ls)", failed=True)
         cap = ctx.config.tools.maxReadBytes
-        size = os.path.getsize(path)
-        with open(path, "rb") as handle:
-            if offset is None or offset <= 1:
-                data = handle.read(cap + 1)
-                first_line = 1
-            else:
-                data = _from_line(handle, offset, cap)
-                first_line = offset
-        if b"\0" in data[:8192]:
-            return ToolResult(f"{path} is a binary file ({size} bytes); not shown", failed=True)
-        lines = data[:cap].decode("utf-8", errors="replace").splitlines(keepends=True)
+        first_line = max(offset or 1, 1)
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            rest = _skip_lines(handle, first_line - 1, cancel)
+            if rest is None:
+                return ToolResult(f"[{clean(path)} has fewer than {first_line} lines: nothing at offset {first_line}]")
+            data = rest[:cap + 1] if len(rest) > cap else rest + handle.read(cap + 1 - len(rest))
+        if _is_binary(data):
+            return ToolResult(f"{clean(path)} is a binary file ({size} bytes); not shown", failed=True)
+        lines = _split_lines(data[:cap])
         if limit is not None and 0 <= limit < len(lines):
             shown = lines[:limit]
             note = f"\n[showing lines {first_line}–{first_line + limit - 1}; continue with offset {first_line + limit}]"
-        elif len(data) > cap and len(lines) > 1:
+        elif len(data) > cap and len(lines) > 1 and not lines[-1].endswith(b"\n"):
             shown = lines[:-1]  # whole lines only, so the offset given continues exactly
+            note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
+        elif len(data) > cap and len(lines) > 1:
+            shown = lines
             note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
         elif len(data) > cap:
             shown = lines
-            note = f"\n[line {first_line} alone is longer than the {cap}-byte cap; read the rest with bash (e.g. cut, head -c)]"
+            note = (f"\n[line {first_line} alone is longer than the {cap}-byte cap; read the rest with bash "
+                    "(e.g. cut, head -c)]")
         else:
             shown, note = lines, ""
-        return ToolResult("".join(shown) + note)
+        return ToolResult(b"".join(shown).decode("utf-8", errors="replace") + note)
 
 
-def _from_line(handle, offset: int, cap: int) -> bytes:
-    for _ in range(offset - 1):
-        if not handle.readline():
-            return b""
-    return handle.read(cap + 1)
+def _skip_lines(handle, count: int, cancel: Cancel) -> bytes | None:
+    """Read past `count` lines in bounded chunks; the bytes read beyond them, or None when the
+    file has fewer lines. A cancel stops it between chunks."""
+    if count <= 0:
+        return b""
+    while True:
+        chunk = handle.read(SKIP_CHUNK)
+        if not chunk:
+            return None
+        if cancel.is_set():
+            raise Cancelled()
+        found = chunk.count(b"\n")
+        if found < count:
+            count -= found
+            continue
+        end = -1
+        for _ in range(count):
+            end = chunk.index(b"\n", end + 1)
+        return chunk[end + 1:]
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    """Lines ended by \\n only (the same count the offset uses), ends kept."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
 
 
 class WriteFileTool(_FileTool):
     name = "write_file"
     kind = "edit"
+    commits = True
     description = "Create or overwrite a file with the given content (parent folders are created). The write is atomic."
     parameters = {
         "type": "object",
@@ -137,21 +225,47 @@ class WriteFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def _work(self, args: dict, path: str, ctx: ToolContext) -> ToolResult:
+    def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
+        path, content = self._path(args, ctx), args.get("content")
+        if isinstance(path, ToolResult) or not isinstance(content, str):
+            return None
+        try:
+            old = _old_text(path)
+        except (OSError, ValueError):
+            return None
+        return Diff(clean(path), _shown(old), content)
+
+    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         content = _arg(args, "content", str)
         if isinstance(content, ToolResult):
             return content
         if os.path.isdir(path):
-            return ToolResult(f"error: {path} is a directory", failed=True)
-        old = _read_text(path) if os.path.exists(path) else None
-        atomic_write(path, content.encode("utf-8"))
+            return ToolResult(f"error: {clean(path)} is a directory", failed=True)
+        old = _old_text(path)
+        data = content.encode("utf-8")
+        atomic_write(path, data, may_commit=lambda: not cancel.is_set())
         verb = "created" if old is None else "overwrote"
-        return ToolResult(f"{verb} {path} ({len(content.encode('utf-8'))} bytes)", diff=Diff(path, old, content))
+        return ToolResult(f"{verb} {clean(path)} ({len(data)} bytes)", diff=Diff(clean(path), _shown(old), content))
+
+
+def _old_text(path: str) -> str | None:
+    """A file's current text, None when there is none; refuses what is not a regular file."""
+    if not os.path.lexists(path):
+        return None
+    real = os.path.realpath(path)
+    if not os.path.exists(real):
+        return None  # a dangling symlink: the write creates its target
+    try:
+        data = _read_whole(real)
+    except ValueError:
+        return f"[previous content: more than {MAX_EDIT_BYTES} bytes, not shown]"
+    return _text(data)
 
 
 class EditFileTool(_FileTool):
     name = "edit_file"
     kind = "edit"
+    commits = True
     description = (
         "Replace an exact piece of text in a file. `old_string` must appear exactly once (include enough "
         "surrounding lines to make it unique) unless `replace_all` is true. Read the file first. The write is atomic."
@@ -168,7 +282,21 @@ class EditFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def _work(self, args: dict, path: str, ctx: ToolContext) -> ToolResult:
+    def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
+        path = self._path(args, ctx)
+        if isinstance(path, ToolResult):
+            return None
+        try:
+            planned = self._plan(args, path)
+        except (OSError, ValueError):
+            return None
+        if isinstance(planned, ToolResult):
+            return None
+        old, new, _count = planned
+        return Diff(clean(path), _shown(old), clean(new))
+
+    def _plan(self, args: dict, path: str) -> ToolResult | tuple[str, str, int]:
+        """(old text, new text, replacements) or the ToolResult saying why not."""
         old_string = _arg(args, "old_string", str)
         new_string = _arg(args, "new_string", str)
         replace_all = _arg(args, "replace_all", bool, required=False) or False
@@ -177,15 +305,27 @@ class EditFileTool(_FileTool):
                 return value
         if not old_string:
             return ToolResult("error: old_string is empty; use write_file to create or replace a whole file", failed=True)
-        if not os.path.isfile(path):
-            return ToolResult(f"error: no such file: {path} (use write_file to create it)", failed=True)
-        old = _read_text(path)
+        if not os.path.lexists(path):
+            return ToolResult(f"error: no such file: {clean(path)} (use write_file to create it)", failed=True)
+        data = _read_whole(path)
+        if _is_binary(data):
+            return ToolResult(f"error: {clean(path)} is a binary file; edit it with bash", failed=True)
+        old = _text(data)
         count = old.count(old_string)
         if count == 0:
-            return ToolResult(f"error: old_string not found in {path}; read the file and copy the text exactly", failed=True)
+            return ToolResult(f"error: old_string not found in {clean(path)}; read the file and copy the text exactly",
+                              failed=True)
         if count > 1 and not replace_all:
-            return ToolResult(f"error: old_string appears {count} times in {path}; add surrounding lines to make it "
-                              "unique, or set replace_all", failed=True)
+            return ToolResult(f"error: old_string appears {count} times in {clean(path)}; add surrounding lines to "
+                              "make it unique, or set replace_all", failed=True)
         new = old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)
-        atomic_write(path, new.encode("utf-8"))
-        return ToolResult(f"edited {path}: {count if replace_all else 1} replacement(s)", diff=Diff(path, old, new))
+        return old, new, count if replace_all else 1
+
+    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+        planned = self._plan(args, path)
+        if isinstance(planned, ToolResult):
+            return planned
+        old, new, count = planned
+        atomic_write(path, _bytes(new), may_commit=lambda: not cancel.is_set())
+        note = "" if old == clean(old) else " (the file is not valid UTF-8; its other bytes were kept as they were)"
+        return ToolResult(f"edited {clean(path)}: {count} replacement(s){note}", diff=Diff(clean(path), _shown(old), clean(new)))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
+from bob_acp.cancel import Cancel
+from bob_acp.jsonrpc.codec import clean
 from bob_acp.tools.base import Tool, ToolContext, ToolResult
 
 
@@ -25,7 +25,7 @@ class ReadSkillTool(Tool):
     def title(self, args: dict) -> str:
         return f"read_skill: {args.get('name', '')}"
 
-    def run(self, args: dict, ctx: ToolContext, cancel: threading.Event) -> ToolResult:
+    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         name = args.get("name")
         if not isinstance(name, str) or not name:
             return ToolResult("error: argument 'name' must be a skill name", failed=True)
@@ -33,7 +33,10 @@ class ReadSkillTool(Tool):
         if skill is None:
             known = ", ".join(sorted(ctx.skills)) or "none"
             return ToolResult(f"error: no skill named '{name}'; the skills are: {known}", failed=True)
-        parts = [f"# Skill: {skill.name}", f"Folder: {skill.folder}", "", skill.instructions.strip()]
-        if skill.files:
-            parts += ["", "Files of this skill (absolute paths):"] + [f"- {path}" for path in skill.files]
+        parts = [f"# Skill: {skill.name}", f"Folder: {clean(skill.folder)}", "", skill.instructions.strip()]
+        files = skill.files
+        if files:
+            parts += ["", "Files of this skill (absolute paths):"] + [f"- {clean(path)}" for path in files]
+        if skill.more:
+            parts.append(f"- … and {skill.more} more file(s) (list them with bash: find {clean(skill.folder)})")
         return ToolResult("\n".join(parts) + "\n")

@@ -1,0 +1,179 @@
+"""Saved sessions over ACP: session/load (with its replay) and, with acp.sessionHistory,
+session/list, session/resume, session/close and session/delete.
+
+Load's "no turn running" check and its taking the session over are one step on the dispatcher,
+under the session table's lock: a prompt routed after it is refused until the load answers,
+and a prompt routed before it makes the load refuse (-32600).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from bob_acp.acp import protocol as p
+from bob_acp.acp.server import cwd_param, mcp_servers, required_str, sessions, tools, unknown_session
+from bob_acp.acp.session import Session
+from bob_acp.acp.updates import result_content
+from bob_acp.engine.turn import new_message_id
+from bob_acp.jsonrpc.errors import RpcError
+
+PAGE = 50
+
+
+class Handlers:
+    def __init__(self, server: Any):
+        self.server = server
+        self.cwds: set[str] = set()  # folders this connection saw sessions in (list and delete without cwd)
+
+    # ---- load / resume ---------------------------------------------------------------------
+
+    def prepare_load(self, params: dict) -> tuple[str, str, list, Session | None]:
+        server = self.server
+        server.require_ready()
+        sid = required_str(params, "sessionId")
+        cwd = cwd_param(params)
+        servers = mcp_servers(params)
+        if not sessions.valid_id(sid):
+            raise RpcError.invalid_params("sessionId: not a valid session id",
+                                          data={"sessionId": sid[:100], "error": "not a valid session id"})
+        with server.sessions_lock:
+            held = server.sessions.get(sid) or server.draining.get(sid)
+            if held is not None and held.busy:
+                raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
+            if held is not None:
+                held.loading = True
+        return sid, cwd, servers, held
+
+    def load(self, params: dict, prepared: tuple | None = None) -> dict:
+        sid, cwd, servers, held = prepared or self.prepare_load(params)
+        session, folder = self._take_over(sid, cwd, servers, held)
+        replayed = self._replay(session)
+        self.server.send_commands(session)
+        self.server.log.info(f"[acp] session {sid} loaded from {folder}: {replayed} message(s) replayed")
+        return self.server.session_result(session, {})
+
+    def resume(self, params: dict) -> dict:
+        """The session registered again without a replay (the client has it); the model sees
+        the whole history."""
+        sid, cwd, servers, held = self.prepare_load(params)
+        session, folder = self._take_over(sid, cwd, servers, held)
+        self.server.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
+        return self.server.session_result(session, {})
+
+    def _take_over(self, sid: str, cwd: str, servers: list, held: Session | None) -> tuple[Session, str]:
+        server = self.server
+        store = server.store(cwd)
+        try:
+            stored = store.load(sid)
+            session = server.make_session(sid, cwd, stored.messages, servers)
+        except sessions.SessionLoadError as exc:
+            self._release(held)
+            if exc.missing:
+                raise unknown_session(sid, exc.reason) from None
+            raise RpcError.invalid_params(f"sessionId: cannot load session {sid}: {exc.reason}",
+                                          data={"sessionId": sid, "error": exc.reason}) from None
+        except BaseException:
+            self._release(held)
+            raise
+        session.title = stored.title or sessions.title_of(stored.messages)
+        if server.cfg.acp.configOptions:
+            server.part("selectors").restore(session, stored.choices)
+        try:
+            server.admit(session, replacing=held)
+        finally:
+            self._release(held)
+        if held is not None and held.mcp is not None:
+            held.mcp.close()
+        self.cwds.add(cwd)
+        return session, store.folder
+
+    def _release(self, held: Session | None) -> None:
+        if held is not None:
+            with self.server.sessions_lock:
+                held.loading = False
+
+    def _replay(self, session: Session) -> int:
+        items = sessions.replay_items(session.conv.messages)
+        self.server.engine.refs.reserve([item.ref for item in items if item.kind == "tool"])
+        for item in items:
+            self.server.update(session.id, replay_update(item, session.cwd))
+        return sum(1 for m in session.conv.messages if m["role"] != "system")
+
+    # ---- list / close / delete ---------------------------------------------------------------
+
+    def list(self, params: dict) -> dict:
+        server = self.server
+        cwd = params.get("cwd")
+        cursor = params.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise RpcError.invalid_params("cursor: must be a string")
+        if cwd is not None:
+            folders = [cwd_param(params)]
+        else:
+            folders = sorted(self._known_cwds())
+        try:
+            found, next_cursor = sessions.page([server.store(c) for c in folders], cursor, PAGE)
+        except ValueError as exc:
+            raise RpcError.invalid_params(f"cursor: {exc}") from None
+        result: dict[str, Any] = {"sessions": [_info(item) for item in found]}
+        if next_cursor:
+            result["nextCursor"] = next_cursor
+        return result
+
+    def _known_cwds(self) -> set[str]:
+        with self.server.sessions_lock:
+            held = {s.cwd for s in self.server.sessions.values()}
+        return held | self.cwds | {os.getcwd()}
+
+    def close(self, params: dict) -> dict:
+        session = self.server.session(params)
+        self.server.drop(session)
+        self.server.log.info(f"[acp] session {session.id}: closed (its file stays)")
+        return {}
+
+    def delete(self, params: dict) -> dict:
+        server = self.server
+        sid = required_str(params, "sessionId")
+        if not sessions.valid_id(sid):
+            raise unknown_session(sid, "not a valid session id")
+        with server.sessions_lock:
+            held = server.sessions.get(sid) or server.draining.get(sid)
+            if held is not None and held.busy:
+                raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
+        folders = [held.cwd] if held is not None else sorted(self._known_cwds())
+        for cwd in folders:
+            if server.store(cwd).delete(sid):
+                if held is not None:
+                    server.drop(held)
+                server.log.info(f"[acp] session {sid}: deleted")
+                return {}
+        raise unknown_session(sid, "no session file with this id")
+
+
+def _info(item: Any) -> dict:
+    info: dict[str, Any] = {"sessionId": item.id, "cwd": item.cwd, "updatedAt": item.updated_at}
+    if item.title:
+        info["title"] = item.title
+    return info
+
+
+def replay_update(item: Any, cwd: str) -> dict:
+    if item.kind == "user":
+        return p.user_chunk(item.text, new_message_id())
+    if item.kind == "agent":
+        return p.agent_chunk(item.text, new_message_id())
+    tool = tools.get(item.name)
+    try:
+        title = tool.title(item.arguments) if tool else item.name
+        places = [p.location(loc.path, loc.line) for loc in tool.locations(item.arguments, cwd)] if tool else []
+    except Exception:
+        title, places = item.name, []
+    kind = tool.kind if tool else "execute"
+    if item.output is None:
+        return p.tool_call(item.ref, title, kind, item.arguments, places, status="failed")
+    frame = p.tool_call(item.ref, title, kind, item.arguments, places, status="completed",
+                        content=result_content(item.name, item.arguments, item.output))
+    frame["rawOutput"] = {"output": p.bounded(item.output)}
+    return frame
+

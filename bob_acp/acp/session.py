@@ -1,0 +1,52 @@
+"""What the ACP layer holds per session and per prompt."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from bob_acp.cancel import Cancel
+
+
+class Turn:
+    """One prompt: its cancel, its place in the turn queue, and whether its answer is written.
+
+    The answer is written holding `lock`, and a cancel is set holding it too, so a cancel read
+    before the response was written always makes the response `cancelled`."""
+
+    __slots__ = ("cancel", "lock", "answered", "ticket")
+
+    def __init__(self, ticket: Any):
+        self.cancel = Cancel()
+        self.lock = threading.Lock()
+        self.answered = False
+        self.ticket = ticket
+
+    def cancel_now(self) -> bool:
+        """Cancel unless the answer is already written; False when it was too late."""
+        with self.lock:
+            if self.answered:
+                return False
+            self.cancel.set()
+            return True
+
+
+class Session:
+    def __init__(self, sid: str, cwd: str, conv: Any, catalog: Any):
+        self.id = sid
+        self.cwd = cwd
+        self.conv = conv  # bob_acp.engine.Conversation
+        self.catalog = catalog
+        self.turns: set[Turn] = set()  # its running turn and those waiting for theirs
+        self.loading = False  # a session/load is replacing it
+        self.file_id = sid  # the id its file is saved under (another one after a conflicting writer)
+        self.title: str | None = None
+        self.mcp: Any = None  # its MCP servers (bob_acp.mcp), when mcp.enabled
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.turns) or self.loading
+
+    def cancel_all(self) -> None:
+        for turn in list(self.turns):
+            turn.cancel_now()

@@ -1,0 +1,127 @@
+"""The engine's events as ACP frames for one session's turn (a Sink of bob_acp.engine)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bob_acp.acp import protocol as p
+from bob_acp.cancel import Cancel
+from bob_acp.jsonrpc.endpoint import Outcome
+
+RAW_OUTPUT_LIMIT = p.MAX_TEXT
+
+
+def result_language(name: str, arguments: dict) -> str:
+    """The fence's language for a tool's text result."""
+    if name == "bash":
+        return "console"
+    if name == "read_file" and isinstance(arguments.get("path"), str):
+        return p.language_of(arguments["path"])
+    if name == "read_skill":
+        return "markdown"
+    return ""
+
+
+def result_content(name: str, arguments: dict, output: str) -> list[dict]:
+    return [p.text_content(p.fenced(output, result_language(name, arguments)))]
+
+
+def locations(call: Any) -> list[dict]:
+    return [p.location(loc.path, loc.line) for loc in call.locations]
+
+
+class TurnSink:
+    def __init__(self, server: Any, session: Any, cancel: Cancel):
+        self.server = server
+        self.sid = session.id
+        self.cwd = session.cwd
+        self.cancel = cancel
+        self.terminal = server.terminal_output
+
+    def _send(self, update: dict) -> None:
+        # While the client is not reading, the turn waits for room; a cancelled turn stops waiting.
+        self.server.update(self.sid, update, self.cancel.is_set)
+
+    def text(self, chunk: str, message_id: str) -> None:
+        self._send(p.agent_chunk(chunk, message_id))
+
+    def thought(self, chunk: str, message_id: str) -> None:
+        self._send(p.thought_chunk(chunk, message_id))
+
+    def retrying(self, attempt: int, delay: float, why: str) -> None:
+        self.server.log.info(f"[acp] session {self.sid}: {why}; retry {attempt} in {delay:.1f} s")
+
+    def usage(self, used: int, size: int, cost: float | None) -> None:
+        self._send(p.usage_update(used, size, cost))
+
+    def _terminal(self, call: Any) -> bool:
+        return self.terminal and call.name == "bash"
+
+    def _proposed(self, call: Any) -> list[dict] | None:
+        if call.preview is None:
+            return None
+        return [p.diff_content(call.preview.path, call.preview.old_text, call.preview.new_text)]
+
+    def tool_pending(self, call: Any) -> None:
+        content, meta = self._proposed(call), None
+        if self._terminal(call):
+            content = [p.terminal_content(call.ref)]
+            meta = {"terminal_info": {"terminal_id": call.ref, "cwd": self.cwd}}
+        self._send(p.tool_call(call.ref, call.title, call.kind, call.arguments, locations(call),
+                               content=content, meta=meta))
+
+    def permission(self, call: Any, cancel: Cancel) -> str:
+        scope = call.name if call.grant == call.name else f"`{call.grant}`"
+        options = p.permission_options(scope)
+        params = {
+            "sessionId": self.sid,
+            "toolCall": p.tool_request(call.ref, call.title, call.kind, call.arguments, locations(call),
+                                       self._proposed(call)),
+            "options": options,
+        }
+        pending = self.server.endpoint.request(p.REQUEST_PERMISSION, params, cancel.is_set)
+        unsubscribe = cancel.subscribe(pending.abandon)
+        try:
+            outcome = pending.wait()
+        finally:
+            unsubscribe()
+        choice = chosen_option(outcome, {o["optionId"] for o in options})
+        if choice == p.REJECT and not outcome.ok:
+            self.server.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: "
+                                 f"{str(outcome.error or 'no answer')[:200]}")
+        return choice
+
+    def tool_running(self, call: Any) -> None:
+        self._send(p.tool_call_update(call.ref, "in_progress"))
+
+    def tool_output(self, call: Any, tail: str, delta: str) -> None:
+        if self._terminal(call):
+            meta = {"terminal_output": {"terminal_id": call.ref, "data": delta}}
+            self._send(p.tool_call_update(call.ref, "in_progress", meta=meta))
+        else:
+            self._send(p.tool_call_update(call.ref, "in_progress", result_content(call.name, call.arguments, tail)))
+
+    def tool_finished(self, call: Any, result: Any) -> None:
+        status = "failed" if result.failed else "completed"
+        raw = {"output": p.bounded(result.output, RAW_OUTPUT_LIMIT)}
+        if self._terminal(call) and (result.exit_code is not None or result.signal is not None):
+            meta = {"terminal_exit": {"terminal_id": call.ref, "exit_code": result.exit_code, "signal": result.signal}}
+            self._send(p.tool_call_update(call.ref, status, [p.terminal_content(call.ref)], raw, meta))
+            return
+        if result.diff is not None:
+            content = [p.diff_content(result.diff.path, result.diff.old_text, result.diff.new_text)]
+        else:
+            content = result_content(call.name, call.arguments, result.output)
+        self._send(p.tool_call_update(call.ref, status, content, raw))
+
+
+def chosen_option(outcome: Outcome, offered: set[str]) -> str:
+    """The option the user selected, or reject: anything but a well-formed selection of an
+    offered option (an error, a cancelled outcome, a wrong shape) never reads as approval."""
+    if not outcome.ok or not isinstance(outcome.result, dict):
+        return p.REJECT
+    selected = outcome.result.get("outcome")
+    if not isinstance(selected, dict) or selected.get("outcome") != "selected":
+        return p.REJECT
+    option = selected.get("optionId")
+    return option if isinstance(option, str) and option in offered else p.REJECT

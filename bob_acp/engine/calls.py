@@ -1,0 +1,67 @@
+"""A tool call as the client sees it, the loop detector, and the results that answer calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import orjson
+
+from bob_acp import history
+from bob_acp.jsonrpc.codec import clean
+from bob_acp.tools.base import Diff, Location, Tool, ToolResult
+
+REJECTED = "[command rejected by the user]"
+CANCELLED_RESULT = "[cancelled by the user]"
+NOT_RUN = "[not run: the turn ended before this call]"
+
+
+@dataclass
+class Call:
+    ref: str
+    name: str
+    arguments: dict
+    tool: Tool | None
+    title: str
+    kind: str
+    locations: list[Location] = field(default_factory=list)
+    grant: str = ""  # what allow_always remembers for this call
+    preview: Diff | None = None  # the change it would make, shown before approval
+
+
+def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, cwd: str, per_command: bool) -> Call:
+    if tool is None:
+        return Call(ref, name, arguments, None, clean(f"{name}: unknown tool"), "execute", [], name)
+    try:
+        title, locations = tool.title(arguments), tool.locations(arguments, cwd)
+        grant = tool.grant(arguments, cwd) if per_command else tool.name
+    except Exception:  # arguments of the wrong shape: the tool's own run() will say so
+        title, locations, grant = name, [], f"{name}: {arguments!r}" if per_command else name
+    return Call(ref, name, arguments, tool, clean(title), tool.kind, locations, grant)
+
+
+def result_message(messages: list[dict], call: Call, output: str) -> dict:
+    for message in reversed(messages):
+        if message["role"] == "assistant":
+            for recorded in message.get("tool_calls", ()):
+                if recorded.get("ref") == call.ref:
+                    return history.tool_result(recorded, output)
+            break
+    raise RuntimeError(f"tool call {call.ref} is not in the last assistant message")
+
+
+class Repeats:
+    """Counts how many times in a row the same call (name and arguments) was made."""
+
+    def __init__(self) -> None:
+        self._last: bytes | None = None
+        self._times = 0
+
+    def see(self, call: Call) -> int:
+        key = call.name.encode("utf-8", "surrogatepass") + b"\0" + orjson.dumps(call.arguments, option=orjson.OPT_SORT_KEYS)
+        self._times = self._times + 1 if key == self._last else 1
+        self._last = key
+        return self._times
+
+
+def failed(output: str) -> ToolResult:
+    return ToolResult(output, failed=True)

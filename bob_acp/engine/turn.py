@@ -1,0 +1,287 @@
+"""The engine: one turn of the agent (generate, stream, run the tool calls in order, repeat), and
+the conversation commands /new and /compact.
+
+The engine knows no JSON-RPC: it reports through a Sink the ACP layer implements, and it keeps
+the conversation (bob_acp.history format) valid whatever happens: after a cancel, a failure or a
+stopped loop every tool call the model made has a result.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Protocol
+
+from bob_acp import compress, history, system_prompt
+from bob_acp.cancel import Cancel
+from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
+from bob_acp.engine.conversation import Conversation, Refs
+from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TURN_REQUESTS, REFUSAL
+from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.tools import BUILTIN, FILE_TOOLS
+from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
+
+
+class TurnStats:
+    __slots__ = ("commands", "file_ops", "skills")
+
+    def __init__(self) -> None:
+        self.commands = self.file_ops = self.skills = 0
+
+    def count(self, call: Call) -> None:
+        if call.name == "bash" or call.tool is None or call.name not in ("read_skill", *FILE_TOOLS):
+            self.commands += 1
+        elif call.name == "read_skill":
+            self.skills += 1
+        else:
+            self.file_ops += 1
+
+    def line(self) -> str:
+        return f"{self.commands} command(s) · {self.file_ops} file op(s) · {self.skills} skill(s)"
+
+
+class Sink(Protocol):
+    """What a turn reports, in order, from the turn's thread."""
+
+    def text(self, chunk: str, message_id: str) -> None: ...
+    def thought(self, chunk: str, message_id: str) -> None: ...
+    def retrying(self, attempt: int, delay: float, why: str) -> None: ...
+    def tool_pending(self, call: Call) -> None: ...
+    def permission(self, call: Call, cancel: Cancel) -> str: ...  # allow | allow_always | reject
+    def tool_running(self, call: Call) -> None: ...
+    def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
+    def tool_finished(self, call: Call, result: ToolResult) -> None: ...
+    def usage(self, used: int, size: int, cost: float | None) -> None: ...
+
+
+class TurnFailed(Exception):
+    """The turn failed; str(self) is the one-line error the client receives."""
+
+    def __init__(self, line: str, stats: TurnStats):
+        super().__init__(line)
+        self.stats = stats
+
+
+class _LoopStop(Exception):
+    def __init__(self, call: Call, times: int):
+        super().__init__(f"the same tool call was repeated {times} times in a row ({call.title})")
+
+
+class _Stream:
+    """The provider's pieces, to the sink under this model message's ids."""
+
+    def __init__(self, sink: Sink):
+        self.sink = sink
+        self.parts: list[str] = []
+        self.message_id = str(uuid.uuid4())
+        self.thought_id = str(uuid.uuid4())
+
+    def text(self, chunk: str) -> None:
+        if chunk:
+            self.parts.append(chunk)
+            self.sink.text(chunk, self.message_id)
+
+    def thought(self, chunk: str) -> None:
+        if chunk:
+            self.sink.thought(chunk, self.thought_id)
+
+    def retrying(self, attempt: int, delay: float, why: str) -> None:
+        self.sink.retrying(attempt, delay, why)
+
+
+def new_message_id() -> str:
+    return str(uuid.uuid4())
+
+
+class Engine:
+    def __init__(self, cfg: Any, provider: Any, no_model_message: str = "", log: Any = None,
+                 refs: Refs | None = None, env: dict | None = None):
+        self.cfg = cfg
+        self.provider = provider
+        self.no_model_message = no_model_message
+        self.log = log
+        self.refs = refs or Refs()
+        self.env = env  # the environment tools start with (secrets dropped)
+
+    # ---- conversations -----------------------------------------------------------------------
+
+    def new_conversation(self, cwd: str, catalog: Any, stored: list[dict] | None = None,
+                         tools: Any = BUILTIN) -> Conversation:
+        """A fresh history holding the system prompt, or a stored one whose system prompt is
+        replaced by the current one."""
+        messages = [history.system(system_prompt.build(cwd, catalog, tools=tools.names()))]
+        if stored:
+            messages += [m for m in stored if m["role"] != "system"]
+        return Conversation(cwd=cwd, messages=messages, skills=catalog.skills, tools=tools,
+                            mode=self.cfg.permissions.mode)
+
+    def reset(self, conv: Conversation) -> list[dict]:
+        """/new: the history back to its system prompt; returns the messages it held."""
+        before = list(conv.messages)
+        conv.messages[:] = conv.messages[:1]
+        conv.forget_count()
+        return before
+
+    def compact(self, conv: Conversation, sink: Sink, cancel: Cancel) -> str:
+        """/compact: compress now (the threshold ignored, keepLastTurns honoured); the line to show."""
+        if self.provider is None:
+            return "[compact: failed, history kept: no model is configured]"
+        outcome = compress.compress(conv.messages, self.provider, self.cfg.context.keepLastTurns, cancel,
+                                    model=conv.model)
+        if outcome.changed:
+            conv.messages[:] = outcome.messages
+            conv.forget_count()
+            sink.usage(conv.context_tokens(), self.cfg.context.window, self._cost(conv))
+        return outcome.line
+
+    # ---- a turn ------------------------------------------------------------------------------
+
+    def run_turn(self, conv: Conversation, text: str, sink: Sink, cancel: Cancel) -> tuple[str, TurnStats]:
+        """Run one prompt turn; returns (stop reason, stats) or raises TurnFailed."""
+        stats = TurnStats()
+        if self.provider is None:
+            sink.text(self.no_model_message, new_message_id())
+            return REFUSAL, stats
+        question = history.user(text)
+        conv.messages.append(question)
+        try:
+            stop = self._loop(conv, sink, cancel, stats)
+        except Cancelled:
+            stop = CANCELLED
+        except _LoopStop as loop:
+            sink.text(f"\n\n[turn stopped: {loop}]", new_message_id())
+            stop = END_TURN
+        except ModelError as exc:
+            if not cancel.is_set():  # a cancel is never an error, whatever the provider raised
+                raise TurnFailed(str(exc), stats) from None
+            stop = CANCELLED
+        finally:
+            self._settle(conv, question, cancel)
+        return (CANCELLED if cancel.is_set() else stop), stats
+
+    def _loop(self, conv: Conversation, sink: Sink, cancel: Cancel, stats: TurnStats) -> str:
+        repeats = Repeats()
+        for _ in range(self.cfg.limits.maxModelCalls):
+            self._maybe_compress(conv, sink, cancel)
+            calls = self._generate(conv, sink, cancel)
+            if not calls:
+                return END_TURN
+            for call in calls:
+                self._run_call(conv, call, sink, cancel, stats, repeats.see(call))
+        return MAX_TURN_REQUESTS
+
+    def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> list[Call]:
+        stream = _Stream(sink)
+        sent = len(conv.messages)
+        try:
+            reply = self.provider.generate(conv.messages, conv.tools.specs(), stream, cancel, model=conv.model)
+        except (Cancelled, ModelError):
+            if stream.parts:  # what the user already saw stays in the history
+                conv.messages.append(history.assistant("".join(stream.parts)))
+            raise
+        tokens = reply.input_tokens if reply.input_tokens is not None else compress.estimate_tokens(conv.messages)
+        conv.count(tokens, sent)
+        conv.cost += self._price(reply.usage)
+        self._log_usage(reply.usage)
+        sink.usage(tokens, self.cfg.context.window, self._cost(conv))
+        text = "".join(stream.parts) or reply.text
+        per_command = self.cfg.permissions.allowAlways == "command"
+        calls = [make_call(self.refs.next(), tc.name, tc.arguments, conv.tools.get(tc.name), conv.cwd, per_command)
+                 for tc in reply.tool_calls]
+        recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments}
+                    for tc, c in zip(reply.tool_calls, calls)]
+        conv.messages.append(history.assistant(text, recorded, reply.thinking))
+        return calls
+
+    def _run_call(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel, stats: TurnStats,
+                  times: int) -> None:
+        if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
+            raise Cancelled()
+        ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env)
+        if call.tool is not None and times < self.cfg.loop.warnAt:
+            call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))
+        sink.tool_pending(call)
+        if call.tool is None:
+            known = ", ".join(conv.tools.names())
+            return self._finish(conv, call, sink, failed(f"error: unknown tool '{call.name}'; the tools are: {known}"))
+        if times >= self.cfg.loop.stopAt:
+            self._finish(conv, call, sink, failed(f"[not run: this exact call was made {times} times in a row]"))
+            raise _LoopStop(call, times)
+        if times >= self.cfg.loop.warnAt:
+            note = f"[not run: this exact call was made {times} times in a row; it would give the same result. Try a different approach.]"
+            return self._finish(conv, call, sink, failed(note))
+        if not self._permitted(conv, call, sink, cancel):
+            return self._finish(conv, call, sink, failed(REJECTED))
+        sink.tool_running(call)
+        ctx.live = LiveOutput(lambda tail, delta: sink.tool_output(call, tail, delta), self.cfg.tools.bash.outputLimit)
+        try:
+            result = call.tool.run(call.arguments, ctx, cancel)
+        except Cancelled:
+            self._finish(conv, call, sink, failed(CANCELLED_RESULT))
+            raise
+        stats.count(call)
+        self._finish(conv, call, sink, result)
+
+    def _permitted(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> bool:
+        tool = call.tool
+        if not tool.needs_permission or call.grant in conv.allow_always:
+            return True
+        if conv.mode == "allow-all" or (conv.mode == "allow-edits" and call.name in FILE_TOOLS):
+            if self.log is not None:
+                self.log.info(f"[acp] run without asking (permissions.mode {conv.mode}): {call.title}")
+            return True
+        choice = sink.permission(call, cancel)
+        if cancel.is_set():
+            self._finish(conv, call, sink, failed(CANCELLED_RESULT))
+            raise Cancelled()
+        if choice == "allow_always":
+            conv.allow_always.add(call.grant)
+        return choice in ("allow", "allow_always")
+
+    def _finish(self, conv: Conversation, call: Call, sink: Sink, result: ToolResult) -> None:
+        conv.messages.append(result_message(conv.messages, call, result.output))
+        sink.tool_finished(call, result)
+
+    def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel) -> None:
+        window, threshold = self.cfg.context.window, self.cfg.context.threshold
+        if not compress.should_compress(conv.context_tokens(), window, threshold):
+            return
+        # The turn under way is always kept whole: its question must reach the model.
+        keep = max(self.cfg.context.keepLastTurns, 1)
+        outcome = compress.compress(conv.messages, self.provider, keep, cancel, model=conv.model)
+        if outcome.changed:
+            conv.messages[:] = outcome.messages
+            conv.forget_count()
+            sink.usage(conv.context_tokens(), window, self._cost(conv))
+        if self.log is not None:
+            self.log.info(f"[acp] automatic compression — {outcome.line}")
+
+    def _settle(self, conv: Conversation, question: dict, cancel: Cancel) -> None:
+        """Leave a valid history: every tool call answered; a question with no answer removed."""
+        for call in history.unanswered_calls(conv.messages):
+            conv.messages.append(history.tool_result(call, CANCELLED_RESULT if cancel.is_set() else NOT_RUN))
+        if conv.messages and conv.messages[-1] is question:
+            conv.messages.pop()
+
+    # ---- cost --------------------------------------------------------------------------------
+
+    def _price(self, usage: Any) -> float:
+        price = self.cfg.model.price
+        if price.input is None and price.output is None:
+            return 0.0
+        return ((usage.input or 0) * (price.input or 0) + (usage.output or 0) * (price.output or 0)) / 1e6
+
+    def _cost(self, conv: Conversation) -> float | None:
+        price = self.cfg.model.price
+        return None if price.input is None and price.output is None else conv.cost
+
+    def _log_usage(self, usage: Any) -> None:
+        if self.log is not None and (usage.cache_read or usage.cache_write):
+            self.log.info(f"[acp] model call: {usage.input} input token(s), {usage.cache_read} read from the cache, "
+                          f"{usage.cache_write} written to it")
+
+
+def _quietly(work: Any) -> Any:
+    try:
+        return work()
+    except Exception:  # a preview is a courtesy: the call itself reports any problem
+        return None

@@ -1,0 +1,86 @@
+"""The secrets Bob holds (the model's key, the values of variables kept from tools) and their
+redaction, in every form a secret can take in a text: raw, repr-escaped and JSON-escaped.
+
+Tools start without the variables `tools.env.drop` names (shell patterns; the key's variable is
+always among them), so an approved `env` cannot put the key into a tool result, the next model
+request and the session file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any, Iterable
+
+MIN_SECRET = 6  # shorter values ("1", "true") would redact ordinary words
+
+
+def key_variables(cfg: Any) -> list[str]:
+    from bob_acp import providers
+
+    name = providers.api_key_env(cfg)
+    names = [name] if name else []
+    return names + [v for v in providers.DEFAULT_KEY_ENV.values() if v not in names]
+
+
+def dropped(cfg: Any, env: dict[str, str]) -> dict[str, str]:
+    """The variables children do not inherit: the key's, and those matching tools.env.drop."""
+    patterns = list(cfg.tools.env.drop)
+    keys = set(key_variables(cfg))
+    return {name: value for name, value in env.items()
+            if name in keys or any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
+
+
+def child_env(cfg: Any, env: dict[str, str]) -> dict[str, str]:
+    drop = dropped(cfg, env)
+    return {name: value for name, value in env.items() if name not in drop}
+
+
+def values(cfg: Any, env: dict[str, str], key: str | None) -> tuple[str, ...]:
+    found = [key] if key else []
+    found += [v.strip() for v in dropped(cfg, env).values()]
+    return tuple(sorted({v for v in found if v and len(v) >= MIN_SECRET}, key=len, reverse=True))
+
+
+def forms(secret: str) -> list[str]:
+    """A secret as a text may hold it: raw, inside a repr, inside a JSON string."""
+    import json
+
+    found = {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1]}
+    return sorted(found, key=len, reverse=True)
+
+
+class Redactor:
+    """Replaces every known secret, in each of its forms, by [redacted]."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self._forms: list[str] = []
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        for secret in secrets:
+            if secret and len(secret) >= MIN_SECRET:
+                for form in forms(secret):
+                    if form not in self._forms:
+                        self._forms.append(form)
+        self._forms.sort(key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._forms)
+
+    def text(self, text: str) -> str:
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, "[redacted]")
+        return text
+
+    def tree(self, value: Any) -> Any:
+        """A JSON-like value with every string redacted (a session file before it is written)."""
+        if not self._forms:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.tree(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.tree(v) for v in value]
+        return value
