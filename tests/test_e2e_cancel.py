@@ -125,7 +125,7 @@ def test_cancel_is_not_an_error_and_the_next_turn_works(scripted):
     assert response["result"]["stopReason"] == "end_turn" and message_text(frames) == "quick"
 
 
-@pytest.mark.parametrize("how", ["eof", "sigterm"])
+@pytest.mark.parametrize("how", ["eof", "sigterm", "sighup"])
 def test_shutdown_mid_tool_kills_the_tool_and_exits_0(scripted, how):
     marker_num = str(int(uuid.uuid4().hex[:8], 16))[:8]
     bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": sleeper(marker_num)}}]}]}])
@@ -136,8 +136,8 @@ def test_shutdown_mid_tool_kills_the_tool_and_exits_0(scripted, how):
     started = time.monotonic()
     if how == "eof":
         bob.proc.sendeof()
-    else:
-        os.kill(bob.pid, signal.SIGTERM)
+    else:  # SIGHUP (an editor over SSH, a closed terminal) is SIGTERM
+        os.kill(bob.pid, signal.SIGTERM if how == "sigterm" else signal.SIGHUP)
     assert bob.wait(3) == 0
     assert time.monotonic() - started < 1.5
     assert wait_gone(marker_num) == []
@@ -167,3 +167,40 @@ def test_a_cancel_right_behind_the_prompt_is_never_lost(scripted):
         started = time.monotonic()
         response, _ = bob.wait_response(msg_id, timeout=5)
         assert response["result"] == {"stopReason": "cancelled"} and time.monotonic() - started < 1.5
+
+
+def test_a_cancel_read_before_the_answer_always_makes_it_cancelled(scripted, workdir):
+    """Cancel after each possible update of a fast multi-chunk reply, many times: whenever Bob
+    read the cancel before it wrote the answer (its log says which), the answer is `cancelled`,
+    never `end_turn`, even though the stream finished meanwhile; the text streamed stays."""
+    chunks = [f"c{i} " for i in range(6)]
+    bob, _ = scripted([{"replies": [{"chunks": chunks}]}], config={"sessions": {"enabled": True}})
+    outcomes = {"cancelled": 0, "end_turn": 0}
+    for rep in range(60):
+        sid = bob.new_session()
+        after = rep % (len(chunks) + 1)  # cancel after the k-th update (usage included)
+        msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        seen = 0
+        response = None
+        while seen < after:
+            frame = bob.read_frame()
+            if frame.get("id") == msg_id and "method" not in frame:
+                response = frame
+                break
+            seen += 1
+        bob.notify("session/cancel", {"sessionId": sid})
+        if response is None:
+            response, _ = bob.wait_response(msg_id)
+        stop = response["result"]["stopReason"]
+        outcomes[stop] += 1
+        log = bob.wait_stderr(f"[acp] session {sid}: cancel")
+        read_first = f"[acp] session {sid}: cancel: 1 turn(s) cancelled" in log
+        too_late = f"[acp] session {sid}: cancel after the turn answered" in log
+        assert read_first != too_late
+        if read_first:
+            assert stop == "cancelled", f"rep {rep}: the cancel was read first, the answer said {stop}"
+        else:
+            assert stop == "end_turn"
+    assert outcomes["cancelled"] >= 10  # the test did exercise the cancelled side
+    stored = (workdir / ".bob" / "sessions" / f"{sid}.json").read_text()
+    assert "c0 " in stored  # text already streamed stays in the history

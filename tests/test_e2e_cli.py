@@ -85,3 +85,75 @@ def test_check_reports_a_model_that_answers(bob_env, write_config, tmp_path):
     out = proc.stdout.decode()
     assert proc.returncode == 0, out
     assert f"script: {script}" in out and "model: script/gpt-4.1-mini answers in" in out and "'ok'" in out
+
+
+SHADOWS = ("yaml", "requests", "orjson", "structlog", "urllib3", "json", "select", "bob_acp_probe")
+
+
+def shadowing_project(folder):
+    """A project whose Python files would run if Bob imported from its folder."""
+    for name in SHADOWS:
+        (folder / f"{name}.py").write_text(
+            f"import pathlib\npathlib.Path({str(folder / ('IMPORTED-' + name))!r}).write_text('x')\n"
+            "raise ImportError('shadow')\n")
+
+
+def imported(folder):
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("IMPORTED-"))
+
+
+def test_python_dash_m_never_imports_the_project_s_files(tmp_path, bob_env, write_config):
+    project = tmp_path / "shadowed"
+    project.mkdir()
+    shadowing_project(project)
+    write_config({"model": {"provider": "script", "script": str(tmp_path / "s.yaml")}})
+    (tmp_path / "s.yaml").write_text("turns: [{replies: [{text: hi}]}]\n")
+    frames = b"".join(json_line(f) for f in (
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(project), "mcpServers": []}}))
+    proc = subprocess.run([sys.executable, "-m", "bob_acp"], input=frames, capture_output=True, cwd=project,
+                          env=bob_env, timeout=30)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b'"sessionId"' in proc.stdout
+    assert imported(project) == []
+
+
+def test_the_chat_never_imports_the_project_s_files(tmp_path, bob_env, write_config):
+    project = tmp_path / "shadowed"
+    project.mkdir()
+    shadowing_project(project)
+    (tmp_path / "s.yaml").write_text("turns: [{replies: [{text: hello from the script}]}]\n")
+    write_config({"model": {"provider": "script", "script": str(tmp_path / "s.yaml")}})
+    chat = bob_command() + ["chat", "hi"]
+    proc = subprocess.run(chat, capture_output=True, cwd=project, env=bob_env, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert b"hello from the script" in proc.stdout
+    assert imported(project) == []
+
+
+def json_line(frame):
+    import json
+
+    return json.dumps(frame).encode() + b"\n"
+
+
+def test_a_terminal_on_stdin_is_served_and_left_as_it_was(tmp_path, bob_env, write_config):
+    """Typed in a terminal, bob-acp says what it is, serves what is typed, and leaves the
+    terminal's flags as it found them for the next program."""
+    import pexpect
+
+    command = " ".join(bob_command())
+    probe = f"{sys.executable} -c 'import os; print(\"next program: blocking\", os.get_blocking(0))'"
+    child = pexpect.spawn("bash", ["-c", f"{command} 2>&1; {probe}"], env=bob_env, cwd=str(tmp_path), timeout=20)
+    try:
+        child.expect("speaks the Agent Client Protocol on stdin")
+        child.expect("bob-acp chat")
+        child.sendline('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}')
+        child.expect('"protocolVersion":1')
+        child.sendline('{"jsonrpc":"2.0","id":2,"method":"authenticate","params":{"methodId":"x"}}')
+        child.expect('"id":2,"result":')  # still serving: a terminal's EAGAIN is not the end of input
+        child.sendeof()
+        child.expect("next program: blocking True")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from bob_client import message_text
+
 pytestmark = pytest.mark.e2e
 
 
@@ -224,7 +226,7 @@ def test_requests_queued_before_eof_are_still_answered(spawn_bob):
     assert bob.wait(3) == 0
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_signals_exit_0_within_a_second(spawn_bob, sig):
     bob = spawn_bob()
     bob.initialize()
@@ -244,3 +246,28 @@ def test_a_broken_config_exits_2_with_one_line(spawn_bob, tmp_path, bob_env):
     lines = proc.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "model.nmae" in lines[0] and str(tmp_path / "config.yaml") in lines[0]
     assert proc.stdout == b""
+
+
+def test_a_lone_surrogate_in_a_prompt_is_answered_under_its_own_id(scripted):
+    bob, sid = scripted([{"replies": [{"text": "fine"}]}])
+    raw = ('{"jsonrpc":"2.0","id":41,"method":"session/prompt","params":{"sessionId":"%s",'
+           '"prompt":[{"type":"text","text":"broken \\ud83d emoji"}]}}\n' % sid).encode()
+    bob._methods[41] = "session/prompt"
+    bob.send_raw(raw)
+    response, frames = bob.wait_response(41)
+    assert response["result"] == {"stopReason": "end_turn"} and message_text(frames) == "fine"
+    bob.send_raw(b'\xef\xbb\xbf{"jsonrpc":"2.0","id":42,"method":"authenticate","params":{"methodId":"x"}}\n')
+    assert bob.wait_response(42)[0]["result"] == {}  # a BOM before a frame is skipped
+
+
+def test_unknown_sessions_say_session_not_found(spawn_bob, write_config):
+    bob = spawn_bob({"sessions": {"enabled": True}})
+    bob.initialize()
+    missing = "20260101-000000-0000abcd"
+    for method, params in (("session/prompt", {"sessionId": missing, "prompt": []}),
+                           ("session/load", {"sessionId": missing, "cwd": bob.workdir, "mcpServers": []})):
+        response, _ = bob.call(method, params)
+        error = response["error"]
+        assert error["code"] == -32602 and "session not found" in error["message"], method
+        assert error["data"]["sessionId"] == missing
+    assert "error" in error["data"]  # load also says why (the product document)

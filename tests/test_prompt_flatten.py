@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 from bob_acp.acp.prompt import attachments, flatten, with_attachments
 
 
@@ -20,6 +22,26 @@ def test_text_blocks_are_concatenated_and_other_blocks_ignored():
 def test_resource_link_becomes_an_attached_file_line():
     blocks = [{"type": "text", "text": "fix"}, {"type": "resource_link", "uri": "file:///src/main.py", "name": "main.py"}]
     assert flatten(blocks) == "fix\n[attached file: /src/main.py]"
+
+
+@pytest.mark.parametrize("uri, shown", [
+    ("file:///home/me/a%20b.txt", "/home/me/a b.txt"),  # a URI, percent-decoded
+    ("file:///home/me/caf%C3%A9.py", "/home/me/café.py"),
+    ("file:///abs/x.py#L2:3", "/abs/x.py (lines 2-3)"),  # Zed's selection
+    ("file:///abs/x.py#L5", "/abs/x.py (line 5)"),
+    ("file:///abs/x.py#L4-L9", "/abs/x.py (lines 4-9)"),
+    ("file:///abs/x.py?symbol=main#L10:12", "/abs/x.py (lines 10-12)"),
+    ("file:///abs/notes.md#intro", "/abs/notes.md"),  # another fragment: taken out of the path
+    ("file://localhost/etc/hosts", "/etc/hosts"),
+    ("https://example.com/a%20b", "https://example.com/a%20b"),  # not a file: as written
+    ("zed://thread/123", "zed://thread/123"),
+])
+def test_resource_link_uris_are_uris(uri, shown):
+    assert flatten([{"type": "resource_link", "uri": uri, "name": "n"}]) == f"\n[attached file: {shown}]"
+
+
+def test_a_mention_holding_a_nul_is_left_as_text(tmp_path):
+    assert attachments("look at @~na\x00me and @/etc/\x00", str(tmp_path)) == []
 
 
 def test_at_paths_that_exist_are_attached_once_each(tmp_path):
