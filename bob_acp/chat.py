@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Any, TextIO
+from typing import TextIO
 
 import orjson
 

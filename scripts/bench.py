@@ -137,7 +137,7 @@ def latency(cmd, env, cwd, n):
     proc = Proc(cmd, env, cwd)
     proc.call("initialize", INIT)
     samples = []
-    for i in range(n):
+    for _ in range(n):
         started = time.perf_counter()
         proc.call("authenticate", {"methodId": "none"})
         samples.append((time.perf_counter() - started) * 1e6)

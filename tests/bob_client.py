@@ -16,9 +16,8 @@ from typing import Any, Callable
 
 import orjson
 import pexpect
-from pexpect.popen_spawn import PopenSpawn
-
 from acp_schema import FrameValidator
+from pexpect.popen_spawn import PopenSpawn
 
 _VALIDATOR: FrameValidator | None = None
 
@@ -52,6 +51,7 @@ class Bob:
                                cwd=workdir, env=env, timeout=timeout, maxread=1 << 20)
         self.pid = self.proc.pid
         self.exit_code: int | None = None
+        self.expected_exit = False  # a test that kills Bob on purpose sets it
 
     def __enter__(self) -> "Bob":
         return self
@@ -178,6 +178,7 @@ class Bob:
         raise AssertionError(f"bob-acp did not exit within {timeout}s")
 
     def kill(self) -> None:
+        self.expected_exit = True
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -62,12 +62,20 @@ def spawn_bob(workdir, bob_env, write_config):
         return bob
 
     yield spawn
+    # Every end-to-end test also proves that Bob ends cleanly: end of input, exit 0.
+    problems = []
     for bob in started:
         if bob.exit_code is None:
             try:
-                bob.close()
-            except AssertionError:
-                pass
+                code = bob.close()
+            except AssertionError as exc:
+                problems.append(str(exc))
+                continue
+        else:
+            code = bob.exit_code
+        if code != 0 and not bob.expected_exit:
+            problems.append(f"bob-acp exited {code} (stderr tail: {bob.stderr()[-800:]!r})")
+    assert not problems, problems
 
 
 @pytest.fixture

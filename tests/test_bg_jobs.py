@@ -66,7 +66,9 @@ def test_wait_returns_the_exit_code_or_times_out(job):
 
 def test_status_log_list_and_stop_kill_the_whole_group(job, tmp_path):
     job_id = job("start", "echo line1; echo line2; sleep 300 & sleep 301").stdout.strip()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while "sleep 301" not in job("status", job_id).stdout and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the job has printed and started its children
     status = job("status", job_id).stdout
     assert "running" in status and "line2" in status and "sleep 301" in status
     assert job("log", job_id, "1").stdout == "line2\n"

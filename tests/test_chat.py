@@ -7,7 +7,6 @@ import subprocess
 import pexpect
 import pytest
 import yaml
-
 from bob_client import bob_command
 
 pytestmark = pytest.mark.e2e

@@ -1,13 +1,11 @@
 """Context compression: turn planning, the summary, the three /compact lines."""
 
 import re
-import threading
-
-from bob_acp.cancel import Cancel
 
 import pytest
 
 from bob_acp import compress, history
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import Reply
 

@@ -1,10 +1,7 @@
 """The agent end to end with the script provider: tool calls, the permission gate, frames, files."""
 
-import os
-import time
 
 import pytest
-
 from bob_client import allow, allow_always, message_text, reject, updates
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,6 @@ import time
 import uuid
 
 import pytest
-
 from bob_client import allow, allow_always, message_text, updates
 from procs import wait_gone, wait_present
 
@@ -36,14 +35,12 @@ def is_update(kind):
 
 
 def test_cancel_during_the_model_stream(scripted):
-    bob, sid = scripted([{"replies": [{"chunks": ["a", "b", "c", "d", "e"], "delay": 1.0}]}])
+    bob, sid = scripted([{"replies": [{"chunks": ["a", "b", "c", "d", "e"], "delay": 30}]}])
     msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
     read_until(bob, is_update("agent_message_chunk"))
-    started = time.monotonic()
     bob.notify("session/cancel", {"sessionId": sid})
-    response, _ = bob.wait_response(msg_id, timeout=5)
+    response, _ = bob.wait_response(msg_id, timeout=10)  # long before the next chunk, 30 s away
     assert response["result"] == {"stopReason": "cancelled"}
-    assert time.monotonic() - started < 0.9
     assert bob.no_frame_within(0.3)  # nothing of the turn comes after its response
 
 
@@ -69,11 +66,9 @@ def test_cancel_during_bash_kills_its_whole_process_tree(scripted):
     read_until(bob, lambda f: f.get("method") == "session/request_permission")
     bob.send({"jsonrpc": "2.0", "id": bob.frames[-1]["id"], "result": allow(None)})
     assert len(wait_present(marker_num, count=3)) >= 3
-    started = time.monotonic()
     bob.notify("session/cancel", {"sessionId": sid})
-    response, frames = bob.wait_response(msg_id, timeout=5)
+    response, frames = bob.wait_response(msg_id, timeout=10)  # the command would sleep for 300 s
     assert response["result"] == {"stopReason": "cancelled"}
-    assert time.monotonic() - started < 0.9
     assert updates(frames, "tool_call_update")[-1]["status"] == "failed"
     assert wait_gone(marker_num) == []
 
@@ -87,8 +82,7 @@ def test_a_prompt_cancelled_while_waiting_for_the_turn_lock_runs_nothing(scripte
     a = bob.request_async("session/prompt", {"sessionId": first, "prompt": [{"type": "text", "text": "hold"}]})
     permission = read_until(bob, lambda f: f.get("method") == "session/request_permission")[-1]
     b = bob.request_async("session/prompt", {"sessionId": second, "prompt": [{"type": "text", "text": "second"}]})
-    time.sleep(0.2)
-    bob.notify("session/cancel", {"sessionId": second})
+    bob.notify("session/cancel", {"sessionId": second})  # routed after b's turn is registered: it reaches it
     response_b, frames_b = bob.wait_response(b, timeout=5)
     assert response_b["result"] == {"stopReason": "cancelled"} and frames_b == []
     bob.send({"jsonrpc": "2.0", "id": permission["id"], "result": allow(None)})
@@ -174,7 +168,7 @@ def test_a_cancel_read_before_the_answer_always_makes_it_cancelled(scripted, wor
     read the cancel before it wrote the answer (its log says which), the answer is `cancelled`,
     never `end_turn`, even though the stream finished meanwhile; the text streamed stays."""
     chunks = [f"c{i} " for i in range(6)]
-    bob, _ = scripted([{"replies": [{"chunks": chunks}]}], config={"sessions": {"enabled": True}})
+    bob, _ = scripted([{"replies": [{"chunks": chunks, "delay": 0.002}]}], config={"sessions": {"enabled": True}})
     outcomes = {"cancelled": 0, "end_turn": 0}
     for rep in range(60):
         sid = bob.new_session()

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from bob_client import bob_command
 
 pytestmark = pytest.mark.e2e

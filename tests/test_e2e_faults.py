@@ -11,8 +11,7 @@ import uuid
 import pexpect
 import pytest
 import yaml
-
-from bob_client import Bob, allow, allow_always, message_text, updates
+from bob_client import allow, allow_always, message_text, updates
 from procs import wait_gone, wait_present
 
 pytestmark = pytest.mark.e2e
@@ -109,29 +108,33 @@ def run_turn(bob, sid, on_request):
             return frame
 
 
-def test_answers_that_never_approve(gated, workdir):
-    bob, sid = gated(4)
-    sent = []
+ATTACKS = {
+    "a string id where a number was sent": lambda rid, req: {"jsonrpc": "2.0", "id": str(rid), "result": allow(req)},
+    "no jsonrpc member": lambda rid, req: {"id": rid, "result": allow(req)},
+    "both result and error": lambda rid, req: {"jsonrpc": "2.0", "id": rid, "result": allow(req),
+                                              "error": {"code": 1, "message": "x"}},
+    "an unknown option id": lambda rid, req: {"jsonrpc": "2.0", "id": rid,
+                                              "result": {"outcome": {"outcome": "selected", "optionId": "allow_all"}}},
+    "an error answer": lambda rid, req: {"jsonrpc": "2.0", "id": rid, "error": {"code": -32603, "message": "no"}},
+}
 
-    def attack(request):
-        rid = request["id"]
-        sent.append(rid)
-        n = len(sent)
-        if n == 1:    # a string id where a number was sent
-            bob.send({"jsonrpc": "2.0", "id": str(rid), "result": allow(request)})
-        elif n == 2:  # the option id of another request's kind, and no jsonrpc member
-            bob.send({"id": rid, "result": allow(request)})
-        elif n == 3:  # an answer with both result and error
-            bob.send({"jsonrpc": "2.0", "id": rid, "result": allow(request), "error": {"code": 1, "message": "x"}})
-        else:         # an unknown option id
-            bob.send({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "selected", "optionId": "allow_all"}}})
-        if n == 1:
-            time.sleep(0.3)  # no approval arrives: cancel this one so the turn goes on
-            bob.notify("session/cancel", {"sessionId": sid})
 
-    response = run_turn(bob, sid, attack)
-    assert response["result"]["stopReason"] == "cancelled"
-    assert not any((workdir / f"ran{i}").exists() for i in range(4))
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_answers_that_never_approve(gated, workdir, attack):
+    """One turn per attack: the answer settles the request as a rejection on its own (no cancel
+    needed), the tool does not run, and the model is told it was rejected."""
+    bob, sid = gated(1)
+    asked = []
+
+    def answer(request):
+        asked.append(request["id"])
+        bob.send(ATTACKS[attack](request["id"], request))
+
+    response = run_turn(bob, sid, answer)
+    assert response["result"]["stopReason"] == "end_turn", attack
+    assert len(asked) == 1 and not (workdir / "ran0").exists(), attack
+    results = [u["rawOutput"]["output"] for u in updates(bob.frames, "tool_call_update") if "rawOutput" in u]
+    assert results == ["[command rejected by the user]"], attack
 
 
 def test_two_answers_and_an_early_answer(gated, workdir):
@@ -217,6 +220,7 @@ def test_sigkill_during_session_saves_and_file_writes_never_tears_a_file(spawn_b
                 saves_seen += 1
                 if saves_seen >= target * (_round + 1) and kill_at is None:
                     kill_at = time.monotonic() + rng.random() * 0.3  # lands anywhere in the next turns
+        bob.expected_exit = True
         os.kill(bob.pid, signal.SIGKILL)
         bob.wait(5)
         assert (workdir / "big.txt").read_text() in (big_a, big_b)

@@ -3,7 +3,6 @@
 import time
 
 import pytest
-
 from bob_client import allow, allow_always, message_text, reject, updates
 
 pytestmark = pytest.mark.e2e

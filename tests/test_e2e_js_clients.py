@@ -17,10 +17,9 @@ import subprocess
 import time
 import uuid
 
+import js_clients
 import pytest
 import yaml
-
-import js_clients
 from bob_client import bob_command
 from procs import wait_gone, wait_present
 

@@ -6,7 +6,6 @@ import re
 
 import pytest
 import yaml
-
 from bob_client import allow_always, message_text, updates
 
 pytestmark = pytest.mark.e2e

@@ -5,7 +5,6 @@ import signal
 import time
 
 import pytest
-
 from bob_client import message_text
 
 pytestmark = pytest.mark.e2e
@@ -25,8 +24,10 @@ def err(frame):
 
 def test_initialize_answers_exactly_and_logs_the_client(spawn_bob):
     bob = spawn_bob()
+    before = time.time()
     result = bob.result("initialize", {"protocolVersion": 3, "clientCapabilities": {"fs": {"readTextFile": True}},
                                        "clientInfo": {"name": "zed", "version": "0.201.0"}})
+    after = time.time()
     from bob_acp import __version__
     assert result == {
         "protocolVersion": 1,
@@ -39,7 +40,12 @@ def test_initialize_answers_exactly_and_logs_the_client(spawn_bob):
         "authMethods": [],
     }
     assert __version__ == "0.11.0"
-    bob.wait_stderr("[acp] initialize: client zed 0.201.0, protocol 3")
+    line = next(line for line in bob.wait_stderr("[acp] initialize: client zed 0.201.0, protocol 3").splitlines()
+                if "[acp] initialize" in line)
+    import datetime
+    stamp = datetime.datetime.strptime(line.split()[0], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    assert before - 0.01 <= stamp <= after + 0.01  # the time of the event, not of its writing
     assert bob.close() == 0
 
 
@@ -239,6 +245,7 @@ def test_signals_exit_0_within_a_second(spawn_bob, sig):
 
 def test_a_broken_config_exits_2_with_one_line(spawn_bob, tmp_path, bob_env):
     import subprocess
+
     from bob_client import bob_command
     (tmp_path / "config.yaml").write_text("model:\n  nmae: x\n")
     proc = subprocess.run(bob_command(), input=b"", capture_output=True, env=bob_env, timeout=20)

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from bob_acp import log as bob_log
-from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
 from bob_acp.jsonrpc import endpoint as endpoint_module
+from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.streams import Writer
 

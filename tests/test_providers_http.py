@@ -8,10 +8,10 @@ import yaml
 
 from bob_acp import config, history
 from bob_acp.cancel import Cancel
-from bob_acp.providers.base import TextOnly
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers import http as http_module
 from bob_acp.providers.anthropic import AnthropicProvider
+from bob_acp.providers.base import TextOnly
 from bob_acp.providers.openai import OpenAIProvider
 
 KEY = "sk-test-very-secret-key-0123456789"

@@ -2,16 +2,15 @@
 
 import os
 import threading
-
-from bob_acp.cancel import Cancel
-from bob_acp.providers.base import TextOnly
 import time
 
 import pytest
 import yaml
 
 from bob_acp import config, history
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.providers.base import TextOnly
 from bob_acp.providers.script import ScriptProvider
 
 

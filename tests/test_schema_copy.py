@@ -4,7 +4,6 @@ import hashlib
 import os
 
 import pytest
-
 from acp_schema import SHARED, VENDORED
 
 OFFICIAL_MD5 = "4c526b8ba792fe22a64d04a7d1bee9f4"  # schema-v1.21.0, see ../shared/acp-schema/PROVENANCE.md

@@ -6,8 +6,6 @@ types without a warning or a logged validation error.
 
 import asyncio
 import logging
-import os
-import sys
 import warnings
 
 import pytest
@@ -15,7 +13,6 @@ import yaml
 
 acp = pytest.importorskip("acp")
 from acp import schema  # noqa: E402
-
 from bob_client import bob_command  # noqa: E402
 
 pytestmark = pytest.mark.e2e

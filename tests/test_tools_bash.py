@@ -1,19 +1,18 @@
 """The bash tool with real processes: output, exit codes, limits, timeouts, cancel, cleanup."""
 
 import threading
-
-from bob_acp.cancel import Cancel
 import time
 import uuid
 
 import pytest
 import yaml
+from procs import wait_gone, wait_present
 
 from bob_acp import config
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.tools import bash
 from bob_acp.tools.base import ToolContext
-from procs import wait_gone, wait_present
 
 TOOL = bash.BashTool()
 

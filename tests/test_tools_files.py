@@ -1,14 +1,12 @@
 """read_file, write_file, edit_file and read_skill on real files."""
 
 import os
-import threading
-
-from bob_acp.cancel import Cancel
 
 import pytest
 import yaml
 
 from bob_acp import config, tools
+from bob_acp.cancel import Cancel
 from bob_acp.skills import Skill
 from bob_acp.tools.base import ToolContext
 

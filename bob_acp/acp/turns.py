@@ -17,8 +17,8 @@ from bob_acp.acp.session import Session, Turn
 from bob_acp.acp.turn_queue import TurnQueue
 from bob_acp.acp.updates import TurnSink
 from bob_acp.exceptions import Cancelled
-from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.endpoint import Reply
+from bob_acp.jsonrpc.errors import RpcError
 
 
 class Handlers:

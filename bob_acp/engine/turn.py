@@ -188,7 +188,7 @@ class Engine:
         calls = [make_call(self.refs.next(), tc.name, tc.arguments, conv.tools.get(tc.name), conv.cwd, per_command)
                  for tc in reply.tool_calls]
         recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments}
-                    for tc, c in zip(reply.tool_calls, calls)]
+                    for tc, c in zip(reply.tool_calls, calls, strict=True)]
         conv.messages.append(history.assistant(text, recorded, reply.thinking))
         return calls
 

@@ -117,16 +117,20 @@ class BashTool(Tool):
         timeout = args.get("timeout", ctx.config.tools.bash.timeout)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
             return ToolResult("error: argument 'timeout' must be a positive number of seconds", failed=True)
-        try:
-            proc = subprocess.Popen(
-                ["bash", "-c", command], cwd=ctx.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=ctx.env,
-            )
-        except OSError as exc:
-            return ToolResult(f"error: cannot start bash: {exc}", failed=True)
+        # Started and registered under one lock, so kill_all() (shutdown) never misses a command
+        # that has just started; the cancel (set before kill_all) is checked once it is registered.
         with _live_lock:
+            try:
+                proc = subprocess.Popen(
+                    ["bash", "-c", command], cwd=ctx.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=ctx.env,
+                )
+            except OSError as exc:
+                return ToolResult(f"error: cannot start bash: {exc}", failed=True)
             _live.add(proc.pid)
         try:
+            if cancel.is_set():
+                raise Cancelled()
             return _Watch(proc, ctx.config.tools.bash.outputLimit, float(timeout), cancel, ctx.live).run()
         finally:
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
