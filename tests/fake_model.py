@@ -24,7 +24,8 @@ class Response:
     body: bytes = b""
     events: list = field(default_factory=list)  # SSE payloads (bytes), streamed one by one
     delay: float = 0.0  # seconds before each event
-    then: str = "end"  # end | stall | drop | endless | cut (ends cleanly, closing events left out)
+    then: str = "end"  # end | stall | drop | endless | pings | cut (ends cleanly, closing events left out)
+    gzip: bool = False  # compress the stream when the client accepts gzip (nginx gzip_types, proxies)
 
 
 def _sse(payload) -> bytes:
@@ -59,6 +60,7 @@ class FakeModelServer:
                 except ValueError:
                     body = None
                 server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                self.accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
                 try:
                     response = server.responses.get_nowait()
                 except queue.Empty:
@@ -112,6 +114,16 @@ class FakeModelServer:
             handler.send_response(response.status)
             streaming = bool(response.events) or response.then != "end"
             headers = {"Content-Type": "text/event-stream" if streaming else "application/json", **response.headers}
+            if response.gzip and getattr(handler, "accepts_gzip", False):
+                import gzip
+
+                body = gzip.compress(b"".join(response.events))
+                headers.update({"Content-Encoding": "gzip", "Content-Length": str(len(body))})
+                for key, value in headers.items():
+                    handler.send_header(key, value)
+                handler.end_headers()
+                handler.wfile.write(body)
+                return
             for key, value in headers.items():
                 handler.send_header(key, value)
             if streaming:
@@ -136,6 +148,10 @@ class FakeModelServer:
             self._stop.wait(120)
         elif response.then == "drop":
             handler.connection.shutdown(socket.SHUT_RDWR)
+        elif response.then == "pings":  # a proxy's keep-alive comments, and never an event
+            while not self._stop.wait(response.delay or 0.05):
+                handler.wfile.write(b": ping\n\n")
+                handler.wfile.flush()
         elif response.then == "endless":
             piece = response.body.decode() or "."
             event = _sse({"choices": [{"index": 0, "delta": {"tool_calls": [

@@ -114,7 +114,7 @@ def test_skipping_to_an_offset_reads_in_bounded_chunks_and_stops_at_a_cancel(ctx
             sizes.append(size)
             return self.handle.read(size)
 
-    monkeypatch.setattr(files, "_skip_lines", lambda handle, count, cancel: real(Spy(handle), count, cancel))
+    monkeypatch.setattr(files, "_skip_lines", lambda handle, count, cancel, size=files.SKIP_CHUNK: real(Spy(handle), count, cancel, size))
     result = files.ReadFileTool().run({"path": "one-line.txt", "offset": 2}, ctx, Cancel())
     assert result.output.startswith("second\n")
     assert sizes and max(sizes) <= files.SKIP_CHUNK  # never one unbounded readline()

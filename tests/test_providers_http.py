@@ -5,6 +5,7 @@ import time
 
 import pytest
 import yaml
+from fake_model import Response
 
 from bob_acp import config, history
 from bob_acp.cancel import Cancel
@@ -333,3 +334,63 @@ def test_stop_releases_a_stalled_handler_and_leaves_no_thread(tmp_path):
     assert time.monotonic() - started < 3
     caller.join(5)
     assert done.is_set() and threading.active_count() <= before
+
+
+# ---- the HTTP boundary (issues 13 and 14) ----------------------------------------------------
+
+def test_the_stream_is_asked_for_uncompressed_and_a_compressing_server_still_works(server, tmp_path):
+    response = server.openai_text("squeezed", chunks=2)
+    response.gzip = True  # compresses whenever the client accepts gzip (nginx gzip_types)
+    server.enqueue(response)
+    reply, seen = generate(OpenAIProvider(cfg(tmp_path, server), KEY))
+    assert reply.text == "squeezed" and seen == ["sque", "ezed"]
+    assert server.requests[0]["headers"]["Accept-Encoding"] == "identity"
+
+
+def test_a_redirect_loop_is_one_line(server, tmp_path):
+    for _ in range(10):
+        server.enqueue(server.status(307, b"", {"Location": server.url + "/v1/chat/completions"}))
+    with pytest.raises(ModelError, match="^model API redirects too often"):
+        generate(OpenAIProvider(cfg(tmp_path, server, retries=0), KEY))
+
+
+def test_keep_alive_comments_do_not_hold_a_call_forever(server, tmp_path):
+    """model.timeout counts time since the last event: a proxy's `: ping` every 50 ms is not one."""
+    server.enqueue(Response(then="pings", delay=0.05))
+    with pytest.raises(ModelError, match="no event for 0.5 s"):
+        generate(OpenAIProvider(cfg(tmp_path, server, timeout=0.5, retries=0), KEY))
+
+
+def test_a_call_past_model_call_timeout_ends_with_one_line(server, tmp_path):
+    server.enqueue(server.endless(delay=0.01))
+    with pytest.raises(ModelError, match=r"^model API call exceeded 0.5 s \(model.callTimeout\)$"):
+        generate(OpenAIProvider(cfg(tmp_path, server, callTimeout=0.5, retries=0), KEY))
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("http://[::1", "model API request"),  # the URL itself
+])
+def test_requests_own_errors_are_one_line_never_a_traceback(tmp_path, url, problem):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"model": {"name": "m", "retries": 0}}))
+    provider = OpenAIProvider(config.load(str(path), env={}), KEY)
+    provider.url = url
+    with pytest.raises(ModelError, match=problem) as info:
+        generate(provider)
+    assert "\n" not in str(info.value) and KEY not in str(info.value)
+
+
+def test_a_key_with_a_stray_carriage_return_is_stripped_and_never_shown(tmp_path, server):
+    from bob_acp import providers
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"model": {"baseUrl": server.url + "/v1", "retries": 0}}))
+    cfg_ = config.load(str(path), env={})
+    key = providers.api_key(cfg_, {"OPENAI_API_KEY": KEY + "\r\n"})
+    assert key == KEY
+    server.enqueue(server.openai_text("fine"))
+    assert generate(providers.make_provider(cfg_, {"OPENAI_API_KEY": KEY + "\r\n"}))[0].text == "fine"
+    assert server.requests[-1]["headers"]["Authorization"] == f"Bearer {KEY}"
+    provider = OpenAIProvider(cfg_, KEY + "\r")  # had it not been stripped: requests' InvalidHeader
+    with pytest.raises(ModelError) as info:
+        generate(provider)
+    assert KEY not in str(info.value) and repr(KEY + "\r")[1:-1] not in str(info.value)

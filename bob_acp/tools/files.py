@@ -155,7 +155,7 @@ class ReadFileTool(_FileTool):
         first_line = max(offset or 1, 1)
         with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
-            rest = _skip_lines(handle, first_line - 1, cancel)
+            rest = _skip_lines(handle, first_line - 1, cancel, min(SKIP_CHUNK, cap + 1))
             if rest is None:
                 return ToolResult(f"[{clean(path)} has fewer than {first_line} lines: nothing at offset {first_line}]")
             data = rest[:cap + 1] if len(rest) > cap else rest + handle.read(cap + 1 - len(rest))
@@ -180,13 +180,13 @@ class ReadFileTool(_FileTool):
         return ToolResult(b"".join(shown).decode("utf-8", errors="replace") + note)
 
 
-def _skip_lines(handle, count: int, cancel: Cancel) -> bytes | None:
-    """Read past `count` lines in bounded chunks; the bytes read beyond them, or None when the
-    file has fewer lines. A cancel stops it between chunks."""
+def _skip_lines(handle, count: int, cancel: Cancel, chunk_size: int = SKIP_CHUNK) -> bytes | None:
+    """Read past `count` lines in chunks of `chunk_size` bytes (never more is held); the bytes
+    read beyond them, or None when the file has fewer lines. A cancel stops it between chunks."""
     if count <= 0:
         return b""
     while True:
-        chunk = handle.read(SKIP_CHUNK)
+        chunk = handle.read(chunk_size)
         if not chunk:
             return None
         if cancel.is_set():
