@@ -47,8 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         from bob_acp.check import run_check
 
-        return run_check(cfg)
+        try:
+            return run_check(cfg)
+        except BrokenPipeError:  # `bob-acp --check | head -1`
+            _quiet_broken_pipe()
+            return 0
+        except Exception as exc:  # --check reports; it never ends in a traceback
+            sys.stderr.write(f"bob-acp --check: {type(exc).__name__}: {exc}\n")
+            return 1
     return serve(cfg)
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader went away: point stdout at /dev/null so the interpreter's final flush is quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _guard_stdio() -> tuple[int, Any]:
