@@ -8,7 +8,10 @@ polls. A callback subscribed after set() runs at once, on the subscribing thread
 from __future__ import annotations
 
 import threading
-from typing import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Callable
 
 
 class Cancel:

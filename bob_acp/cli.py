@@ -6,9 +6,12 @@ import os
 import signal
 import sys
 from types import SimpleNamespace
-from typing import Any
 
 from bob_acp import __version__
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
 
 EXIT_CONFIG = 2
 
@@ -125,7 +128,19 @@ def serve(cfg: Any) -> int:
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")
     logging_setup.close(0.5)
+    _exit_now(0)
     return 0
+
+
+def _exit_now(code: int) -> None:
+    """Everything owed is written and flushed: end without the interpreter's teardown (tens of
+    milliseconds of module cleanup an editor waits for at every close)."""
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(code)
 
 
 def _output_closed(log: Any, endpoint: Any) -> None:

@@ -7,19 +7,18 @@ reference mirrors it. An unknown key or a wrong type raises ConfigError naming t
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from collections import namedtuple
 
 from bob_acp.exceptions import ConfigError
 
+# kind: str | int | number | bool | list[str] | enum; path: relative to the config file's folder.
+# (A namedtuple, not typing.NamedTuple: start-up does not import typing.)
+Key = namedtuple("Key", "kind default nullable choices minimum maximum path",
+                 defaults=(False, (), None, None, False))
 
-class Key(NamedTuple):
-    kind: str  # str | int | number | bool | list[str] | enum
-    default: Any
-    nullable: bool = False
-    choices: tuple = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    path: bool = False  # a path relative to the config file's folder
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
 
 
 SCHEMA: dict[str, dict[str, Any]] = {

@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 import threading
 from types import ModuleType
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any, Callable
 
 
 class LazyModule:
@@ -26,12 +29,13 @@ class LazyModule:
         return getattr(self.load(), attr)
 
 
-def warm(*modules: LazyModule) -> None:
-    """Import these on a background thread (after start-up), so the first real use is quick."""
+def warm(*modules: LazyModule | Callable[[], Any]) -> None:
+    """Import these (or run these loaders) on a background thread, after start-up, so the first
+    real use is quick."""
     def run() -> None:
         for module in modules:
             try:
-                module.load()
+                module.load() if isinstance(module, LazyModule) else module()
             except Exception:  # the real use will raise it where it can be reported
                 pass
 

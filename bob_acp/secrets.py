@@ -9,7 +9,10 @@ request and the session file.
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, Iterable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any, Iterable
 
 MIN_SECRET = 6  # shorter values ("1", "true") would redact ordinary words
 

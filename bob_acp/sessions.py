@@ -23,6 +23,7 @@ import os
 import re
 import stat
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -39,8 +40,12 @@ MAX_TITLE = 80
 
 
 def new_id(now: datetime.datetime | None = None) -> str:
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(4).hex()
+    if now is None:  # (time.gmtime and %: several times cheaper than datetime.strftime)
+        t = time.gmtime()
+        stamp = "%04d%02d%02d-%02d%02d%02d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+    else:
+        stamp = now.strftime("%Y%m%d-%H%M%S")
+    return stamp + "-" + os.urandom(4).hex()
 
 
 def valid_id(value: Any) -> bool:
@@ -144,7 +149,7 @@ class SessionStore:
                     "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
                     "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
                     "messages": self._redact(messages) if self._redact else messages}
-        atomic_write(path, codec.dumps(document, option=codec.orjson.OPT_INDENT_2) + b"\n")
+        atomic_write(path, codec.dumps(document, option=codec.OPT_INDENT_2) + b"\n")
         with _seen_lock:
             _seen[path] = _signature(path)
         return sid

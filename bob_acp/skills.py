@@ -7,6 +7,7 @@ skipped with a warning, never an exception.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -38,28 +39,33 @@ class Skill:
     description: str
     folder: str
     instructions: str
-    listed: list[str] | None = None  # the files, when given; else found on first use
+    listed: list[str] | None = None  # the files, when given; else looked up at each use
     source: str = ""
     more: int = 0  # files beyond the listed ones (a lower bound when it reached the counting cap)
 
     @property
     def files(self) -> list[str]:
         """Absolute paths of the skill's own files (SKILL.md and dot files left out), at most
-        MAX_LISTED_FILES of them, the folder's top level first."""
-        if self.listed is None:
-            self.listed, self.more = _files(self.folder)
-        return self.listed
+        MAX_LISTED_FILES of them, the folder's top level first; looked up when asked for, so a
+        script added to the folder is listed."""
+        if self.listed is not None:
+            return self.listed
+        found, self.more = _files(self.folder)
+        return found
 
 
 @dataclass
 class Catalog:
     skills: dict[str, Skill] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    commands_list: list[dict] | None = None  # available_commands, made once (read-only)
+    text: str | None = None  # catalogue_text, made once
 
     def commands(self) -> list[Skill]:
         return [s for s in self.skills.values() if s.name not in RESERVED]
 
 
+@functools.lru_cache(maxsize=1)
 def shipped_dir() -> str:
     try:
         from bob_acp import shipped_skills
@@ -70,21 +76,39 @@ def shipped_dir() -> str:
 
 def search_path(cwd: str, cfg: Any, env: dict | None = None) -> list[tuple[str, str]]:
     env = os.environ if env is None else env
-    config_home = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return _search_path(cwd, env.get("XDG_CONFIG_HOME") or "", env.get("HOME") or "", tuple(cfg.skills.dirs))
+
+
+@functools.lru_cache(maxsize=256)
+def _search_path(cwd: str, xdg: str, home: str, dirs: tuple[str, ...]) -> list[tuple[str, str]]:
+    config_home = xdg or os.path.join(home or os.path.expanduser("~"), ".config")
     places = [("shipped", shipped_dir()), ("user", os.path.join(config_home, "bob", "skills")),
               ("project", os.path.join(cwd, ".bob", "skills"))]
-    return places + [("skills.dirs", d) for d in cfg.skills.dirs]
+    return places + [("skills.dirs", d) for d in dirs]
 
 
-_cache: dict[str, tuple[tuple, list[tuple[Skill | None, str | None]]]] = {}
+_places: dict[str, tuple[tuple, list[tuple[Skill | None, str | None]]]] = {}
+_catalogs: dict[tuple, "Catalog"] = {}
 _cache_lock = threading.Lock()
+MAX_CACHED_CATALOGS = 256
 
 
 def discover(cwd: str, cfg: Any, env: dict | None = None) -> Catalog:
+    """The skills of these places. Every call looks at the file system again (a skill added
+    between two sessions appears in the second), but only with stats: a place is parsed again
+    only when it or one of its SKILL.md files changed, and an unchanged set of places gives
+    the very same Catalog (whose derived texts are then reused)."""
+    places = search_path(cwd, cfg, env)
+    signatures = [(source, folder, _signature(folder)) for source, folder in places]
+    key = tuple(signatures)
+    with _cache_lock:
+        cached = _catalogs.get(key)
+    if cached is not None:
+        return cached
     found: dict[str, Skill] = {}
     warnings: list[str] = []
-    for source, folder in search_path(cwd, cfg, env):
-        for skill, problem in _place(folder, source):
+    for source, folder, signature in signatures:
+        for skill, problem in _place(folder, source, signature):
             if problem:
                 warnings.append(problem)
             else:
@@ -93,52 +117,72 @@ def discover(cwd: str, cfg: Any, env: dict | None = None) -> Catalog:
         if name in found:
             warnings.append(f"skill '{name}' ({clean(found[name].folder)}) is not advertised: the /{name} command is "
                             "intercepted, so the menu could never reach it (use ${name} instead)")
-    return Catalog(dict(sorted(found.items())), warnings)
+    catalog = Catalog(dict(sorted(found.items())), warnings)
+    with _cache_lock:
+        if len(_catalogs) >= MAX_CACHED_CATALOGS:
+            _catalogs.clear()
+        _catalogs[key] = catalog
+    return catalog
 
 
-def _place(folder: str, source: str) -> list[tuple[Skill | None, str | None]]:
-    """The skills of one place, parsed again only when a folder or a SKILL.md changed (the
-    catalogue is read at every session/new; parsing YAML is what costs)."""
-    signature = _signature(folder)
+def _place(folder: str, source: str, signature: tuple | None) -> list[tuple[Skill | None, str | None]]:
     if signature is None:
         return []  # a place with no skills folder is fine
     key = source + "\0" + folder
     with _cache_lock:
-        cached = _cache.get(key)
+        cached = _places.get(key)
     if cached is not None and cached[0] == signature:
         return cached[1]
     results = []
-    for entry, _, _ in signature[1]:
+    for entry, _ in signature[1]:
         path = os.path.join(folder, entry)
         skill_md = os.path.join(path, "SKILL.md")
         skill, problem = _parse(path, entry, skill_md, source)
         results.append((skill, f"skill {clean(skill_md)} skipped: {problem}" if problem else None))
     with _cache_lock:
-        _cache[key] = (signature, results)
+        _places[key] = (signature, results)
     return results
 
 
+_listings: dict[str, tuple[int, list[tuple[str, str]]]] = {}
+
+
+_shipped_signature: list = []
+
+
 def _signature(folder: str) -> tuple | None:
-    """What a place's skills depend on: each skill folder's and SKILL.md's change times and size."""
+    """What a place's skills depend on: the folder's entries (listed again only when its change
+    time moved) and each SKILL.md's change time, size and inode. The skills shipped with Bob are
+    part of its installed code: looked at once per process (a reinstall takes a restart anyway)."""
+    if folder == shipped_dir():
+        if not _shipped_signature:
+            _shipped_signature.append(_stat_signature(folder))
+        return _shipped_signature[0]
+    return _stat_signature(folder)
+
+
+def _stat_signature(folder: str) -> tuple | None:
     try:
-        folder_stat = os.stat(folder)
-        entries = sorted(os.listdir(folder))
+        mtime = os.stat(folder).st_mtime_ns
     except OSError:
         return None
-    parts = []
-    for entry in entries:
-        if entry.startswith((".", "_")):
-            continue
-        path = os.path.join(folder, entry)
+    listed = _listings.get(folder)
+    if listed is None or listed[0] != mtime:
         try:
-            folder_info = os.stat(path)
-            info = os.stat(os.path.join(path, "SKILL.md"))
+            entries = sorted(e for e in os.listdir(folder) if not e.startswith((".", "_")))
         except OSError:
-            continue
-        if not stat.S_ISDIR(folder_info.st_mode) or not stat.S_ISREG(info.st_mode):
-            continue
-        parts.append((entry, folder_info.st_mtime_ns, (info.st_mtime_ns, info.st_size, info.st_ino)))
-    return folder_stat.st_mtime_ns, tuple(parts)
+            return None
+        listed = (mtime, [(e, os.path.join(folder, e, "SKILL.md")) for e in entries])
+        _listings[folder] = listed
+    parts = []
+    for entry, skill_md in listed[1]:
+        try:
+            info = os.stat(skill_md)
+        except OSError:
+            continue  # not a skill folder (or a file)
+        if stat.S_ISREG(info.st_mode):
+            parts.append((entry, (info.st_mtime_ns, info.st_size, info.st_ino)))
+    return mtime, tuple(parts)
 
 
 def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill | None, str | None]:
@@ -212,6 +256,12 @@ def _files(folder: str) -> tuple[list[str], int]:
 
 
 def catalogue_text(catalog: Catalog) -> str:
+    if catalog.text is None:
+        catalog.text = _catalogue_text(catalog)
+    return catalog.text
+
+
+def _catalogue_text(catalog: Catalog) -> str:
     if not catalog.skills:
         return ""
     lines = ["Skills (procedures you can follow; call read_skill with the name to get the instructions "
@@ -231,7 +281,9 @@ def rewrite_prompt(text: str, catalog: Catalog) -> str:
 
 
 def available_commands(catalog: Catalog) -> list[dict]:
-    commands = [dict(c) for c in BUILTIN_COMMANDS]
-    commands += [{"name": s.name, "description": s.description, "input": {"hint": SKILL_HINT}}
-                 for s in catalog.commands()]
-    return commands
+    if catalog.commands_list is None:
+        commands = [dict(c) for c in BUILTIN_COMMANDS]
+        commands += [{"name": s.name, "description": s.description, "input": {"hint": SKILL_HINT}}
+                     for s in catalog.commands()]
+        catalog.commands_list = commands
+    return catalog.commands_list

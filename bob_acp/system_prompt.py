@@ -39,9 +39,28 @@ _cache: dict[str, tuple[tuple, str]] = {}
 _cache_lock = threading.Lock()
 
 
+_built: dict[tuple, tuple] = {}
+
+
 def build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime | None = None,
           tools: list[str] | tuple[str, ...] = BUILTIN_TOOLS) -> str:
+    """The prompt; the same inputs (the same catalogue object, unchanged AGENTS.md files, the
+    same day) give the same string without building it again (session/new is on the dispatcher)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    agents = agents_files(cwd)
+    key = (cwd, id(catalog), now.toordinal(), tuple(tools), tuple(agents))
+    cached = _built.get(key)
+    if cached is not None and cached[0] is catalog:
+        return cached[1]
+    text = _build(cwd, catalog, now, tools, agents)
+    if len(_built) > 256:
+        _built.clear()
+    _built[key] = (catalog, text)  # the catalogue is kept alive with its entry: its id stays its own
+    return text
+
+
+def _build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime, tools: list[str] | tuple[str, ...],
+           agents: list[tuple[str, str]]) -> str:
     parts = [INSTRUCTIONS, _environment(cwd, now)]
     more = [name for name in tools if name not in BUILTIN_TOOLS]
     if more:
@@ -49,7 +68,7 @@ def build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime | None = N
     catalogue = skills.catalogue_text(catalog)
     if catalogue:
         parts.append(catalogue)
-    for path, text in agents_files(cwd):
+    for path, text in agents:
         parts.append(f"Project instructions ({clean(path)}):\n\n{text}")
     return "\n\n".join(parts)
 
@@ -65,31 +84,59 @@ def _environment(cwd: str, now: datetime.datetime) -> str:
     )
 
 
+_levels: dict[str, tuple[int, bool, bool]] = {}
+
+
+def _level(folder: str) -> tuple[bool, bool]:
+    """(has .git, has AGENTS.md) for one folder: one stat of the folder, whose change time moves
+    when either appears or goes, and a look inside only then."""
+    try:
+        mtime = os.stat(folder).st_mtime_ns
+    except OSError:
+        return False, False
+    cached = _levels.get(folder)
+    if cached is None or cached[0] != mtime:
+        cached = (mtime, os.path.lexists(os.path.join(folder, ".git")),
+                  os.path.lexists(os.path.join(folder, "AGENTS.md")))
+        if len(_levels) > 4096:
+            _levels.clear()
+        _levels[folder] = cached
+    return cached[1], cached[2]
+
+
 def project_root(cwd: str) -> str:
     """The git root above (or at) cwd, else cwd itself."""
-    folder = cwd
+    return _walk(cwd)[0]
+
+
+def _walk(cwd: str) -> tuple[str, list[str]]:
+    """(the project root, the folders from cwd up to it that hold an AGENTS.md)."""
+    folder, holding, seen = cwd, [], []
     for _ in range(MAX_LEVELS):
-        if os.path.lexists(os.path.join(folder, ".git")):
-            return folder
+        has_git, has_agents = _level(folder)
+        seen.append(folder)
+        if has_agents:
+            holding.append(folder)
+        if has_git:
+            return folder, holding
         parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
-    return cwd
+    return cwd, [f for f in holding if f == cwd]
 
 
 def agents_files(cwd: str) -> list[tuple[str, str]]:
     """(path, text) of each AGENTS.md from the project root down to cwd, the nearest last."""
-    root = project_root(cwd)
-    real_root = os.path.realpath(root)
-    folders = [cwd]
-    while folders[-1] != root and os.path.dirname(folders[-1]) != folders[-1]:
-        folders.append(os.path.dirname(folders[-1]))
+    root, holding = _walk(cwd)
     found = []
-    for folder in reversed(folders):
-        text = _agents_md(os.path.join(folder, "AGENTS.md"), real_root)
+    real_root = None
+    for folder in reversed(holding):
+        path = os.path.join(folder, "AGENTS.md")
+        real_root = real_root or os.path.realpath(root)
+        text = _agents_md(path, real_root)
         if text:
-            found.append((os.path.join(folder, "AGENTS.md"), text))
+            found.append((path, text))
     return found
 
 

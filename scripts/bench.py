@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""Bob's benchmark, against a peer in the same run: the official Python SDK's echo agent
-(scripts/peer_echo_agent.py). Runs alternate between the two; figures are reported as ratios.
+"""Bob's benchmark, against a peer in the same run: an echo agent on the official Python SDK
+(scripts/peer_echo_agent.py). It measures the installed `bob-acp` (the console script beside this
+interpreter, as `pip install .` puts it), never the source tree. The same work runs on both
+agents, alternating; every figure is printed as Bob / peer where the peer can do the work.
 
-    python scripts/bench.py            # full run
-    python scripts/bench.py --quick    # fewer repetitions (a few minutes)
-    python scripts/bench.py --json out.json
+    python scripts/bench.py                 # the full run (about five minutes)
+    python scripts/bench.py --quick         # fewer repetitions
+    python scripts/bench.py --only cold,exit,burst
+    python scripts/bench.py --break-kill    # self-check: Bob with its process-group kill disabled;
+                                            # the "no process survives a cancel" target must MISS
 
-Targets are printed MET or MISSED; nothing here is a test assertion (machines are noisy).
+Only correct answers count: an error where a result was due (or the wrong error) is a failure,
+reported as a count beside the figure. Targets are printed MET or MISSED; nothing here is a test
+assertion (machines are noisy).
 """
 
 from __future__ import annotations
@@ -25,10 +31,12 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # the fake model server of the tests
 PY = sys.executable
-BOB = [PY, "-m", "bob_acp"]
 PEER = [PY, os.path.join(HERE, "peer_echo_agent.py")]
-
+# --break-kill: Bob started with its kill of a command's process group made a no-op.
+BROKEN_KILL = ("import sys; del sys.path[0]; import bob_acp.tools.bash as b; b._kill_group = lambda pgid: None; "
+               "from bob_acp.cli import main; sys.exit(main())")
 
 try:  # the client must cost as little as possible, for both agents
     from orjson import dumps, loads
@@ -37,6 +45,14 @@ except ImportError:  # the benchmark also runs where only the standard library i
 
     def dumps(obj):
         return json.dumps(obj).encode()
+
+
+def installed_bob() -> list[str]:
+    script = os.path.join(os.path.dirname(PY), "bob-acp")
+    found = script if os.path.exists(script) else shutil.which("bob-acp")
+    if not found:
+        sys.exit("bench: bob-acp is not installed beside this Python: pip install . first")
+    return [found]
 
 
 def frame(msg_id, method, params):
@@ -58,18 +74,18 @@ class Proc:
     def send(self, data: bytes):
         self.p.stdin.write(data)
 
-    def next(self, timeout=60):
+    def next(self):
         line = self.out.readline()
         if not line:
             raise RuntimeError("agent exited")
         return loads(line)
 
-    def call(self, method, params, on_frame=None, timeout=120):
+    def call(self, method, params, on_frame=None):
         self._ids += 1
         msg_id = self._ids
         self.send(frame(msg_id, method, params))
         while True:
-            msg = self.next(timeout)
+            msg = self.next()
             if msg.get("id") == msg_id and "method" not in msg:
                 return msg
             if on_frame:
@@ -88,7 +104,7 @@ class Proc:
         except OSError:
             pass
         try:
-            self.p.wait(5)
+            self.p.wait(10)
         except subprocess.TimeoutExpired:
             self.p.kill()
             self.p.wait()
@@ -102,47 +118,80 @@ def pct(values, q):
 # ---- measurements ---------------------------------------------------------------------------
 
 def cold_start(cmd, env, cwd):
+    """Spawn → initialize answered (ms); False when the answer was not an initialize result."""
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             env=env, cwd=cwd, bufsize=0)
     proc.stdin.write(frame(1, "initialize", INIT))
-    proc.stdout.readline()
+    line = proc.stdout.readline()
     ready = time.perf_counter()
     proc.stdin.close()
     proc.wait(10)
-    return (ready - started) * 1000, (time.perf_counter() - ready) * 1000
+    try:
+        ok = "protocolVersion" in loads(line)["result"]
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    return (ready - started) * 1000, ok
 
 
-def throughput(cmd, env, cwd, n):
+def idle_exit(cmd, env, cwd):
+    """Initialize, open a session, sit idle, close stdin: ms until the process has exited."""
     proc = Proc(cmd, env, cwd)
     proc.call("initialize", INIT)
-    payload = b"".join(frame(i, "authenticate", {"methodId": "none"}) for i in range(n))
+    ok = "result" in proc.call("session/new", {"cwd": cwd, "mcpServers": []})
+    time.sleep(0.5)  # idle: what was loading in the background has loaded
+    started = time.perf_counter()
+    proc.p.stdin.close()
+    proc.p.wait(10)
+    return (time.perf_counter() - started) * 1000, ok and proc.p.returncode == 0
+
+
+def burst(cmd, env, cwd, n, method, params, correct):
+    """n pipelined requests written as fast as the pipe takes them (a writer thread), answers
+    read meanwhile; (answers per second, correct answers, wrong answers)."""
+    proc = Proc(cmd, env, cwd)
+    proc.call("initialize", INIT)
+    payload = b"".join(frame(i, method, params) for i in range(n))
     started = time.perf_counter()
     writer = threading.Thread(target=proc.send, args=(payload,))
     writer.start()
-    seen = set()
-    duplicates = 0
+    seen, good, bad = set(), 0, 0
     while len(seen) < n:
         msg = proc.next()
+        if "method" in msg:
+            continue  # a notification (available_commands_update)
         if msg["id"] in seen:
-            duplicates += 1
+            bad += 1
+            continue
         seen.add(msg["id"])
+        if correct(msg):
+            good += 1
+        else:
+            bad += 1
     elapsed = time.perf_counter() - started
     writer.join()
     proc.close()
-    return n / elapsed, duplicates == 0 and seen == set(range(n))
+    return n / elapsed, good, bad
 
 
-def latency(cmd, env, cwd, n):
-    proc = Proc(cmd, env, cwd)
-    proc.call("initialize", INIT)
-    samples = []
-    for _ in range(n):
-        started = time.perf_counter()
-        proc.call("authenticate", {"methodId": "none"})
-        samples.append((time.perf_counter() - started) * 1e6)
-    proc.close()
-    return statistics.median(samples), pct(samples, 99)
+def round_trips(cmds, env, cwd, n, method, params_of, block=25):
+    """Sequential round trips, both agents alive side by side and served in alternating blocks
+    (drift and noise of the machine fall on both alike): {name: (p50 µs, p99 µs, wrong)}."""
+    procs = {name: Proc(cmd, env, cwd) for name, cmd in cmds.items()}
+    samples = {name: [] for name in procs}
+    bad = dict.fromkeys(procs, 0)
+    for proc in procs.values():
+        proc.call("initialize", INIT)
+    for _ in range(max(1, n // block)):
+        for name, proc in procs.items():
+            for _ in range(block):
+                started = time.perf_counter()
+                msg = proc.call(method, params_of(), on_frame=lambda _m: None)
+                samples[name].append((time.perf_counter() - started) * 1e6)
+                bad[name] += "result" not in msg
+    for proc in procs.values():
+        proc.close()
+    return {name: (statistics.median(s), pct(s, 99), bad[name]) for name, s in samples.items()}
 
 
 def streaming(cmd, env, cwd, n, prompt_text):
@@ -153,22 +202,21 @@ def streaming(cmd, env, cwd, n, prompt_text):
     stamps = []
 
     def on_frame(msg):
-        update = msg.get("params", {}).get("update", {})
-        if update.get("sessionUpdate") == "agent_message_chunk":
+        if msg.get("params", {}).get("update", {}).get("sessionUpdate") == "agent_message_chunk":
             stamps.append(time.perf_counter())
 
-    started = time.perf_counter()
-    proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": prompt_text}]}, on_frame)
+    result = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": prompt_text}]}, on_frame)
     ended = time.perf_counter()
     proc.close()
-    return len(stamps) / (ended - stamps[0]), (stamps[0] - started) * 1000, len(stamps) == n
+    ok = len(stamps) == n and result.get("result", {}).get("stopReason") == "end_turn"
+    return len(stamps) / (ended - stamps[0]), ok
 
 
 def idle_rss(cmd, env, cwd):
     proc = Proc(cmd, env, cwd)
     proc.call("initialize", INIT)
     proc.call("session/new", {"cwd": cwd, "mcpServers": []})
-    time.sleep(1.0)  # Bob's log thread loads structlog after start-up: count it
+    time.sleep(1.0)  # what loads in the background after start-up is counted
     rss = proc.rss()
     proc.close()
     return rss
@@ -177,72 +225,107 @@ def idle_rss(cmd, env, cwd):
 def allow_all(proc):
     def on_frame(msg):
         if msg.get("method") == "session/request_permission":
-            proc.send((json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
-                "outcome": {"outcome": "selected", "optionId": "allow_always"}}}) + "\n").encode())
+            proc.send(dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {
+                "outcome": {"outcome": "selected", "optionId": "allow_always"}}}) + b"\n")
     return on_frame
 
 
-def cancel_latency(env, cwd, reps):
-    samples, survivors = [], 0
-    proc = Proc(BOB, env, cwd)
+def cancel_latency(bob, env, cwd, script, reps):
+    """Cancel a running `sleep 300.<marker>` (the real command, marker unique per repetition):
+    ms to the `cancelled` answer, and how many processes of the command survive it."""
+    samples, survivors, wrong = [], 0, 0
+    proc = Proc(bob, env, cwd)
     proc.call("initialize", INIT)
     sid = proc.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
     respond = allow_all(proc)
     for _ in range(reps):
         marker = str(int(uuid.uuid4().hex[:8], 16))[:8]
+        write_script(script, f"sleep 300.{marker} & sleep 301.{marker}")
         proc._ids += 1
         msg_id = proc._ids
-        proc.send(frame(msg_id, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": f"sleep {marker}"}]}))
+        proc.send(frame(msg_id, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "sleep now"}]}))
         while True:
             msg = proc.next()
             respond(msg)
             if msg.get("params", {}).get("update", {}).get("status") == "in_progress":
                 break
-        time.sleep(0.05)
+        deadline = time.monotonic() + 5
+        while len(procs_with(f".{marker}")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the command's processes are running
         started = time.perf_counter()
-        proc.send((json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}) + "\n").encode())
+        proc.send(dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}) + b"\n")
         while True:
             msg = proc.next()
             if msg.get("id") == msg_id:
                 break
         samples.append((time.perf_counter() - started) * 1000)
-        time.sleep(0.1)
-        survivors += len(_procs_with(f"300.{marker}"))
+        wrong += msg.get("result", {}).get("stopReason") != "cancelled"
+        deadline = time.monotonic() + 1
+        while procs_with(f".{marker}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        left = procs_with(f".{marker}")
+        survivors += len(left)
+        for pid in left:  # a broken kill must not leave the machine littered
+            try:
+                os.kill(int(pid), 9)
+            except OSError:
+                pass
     proc.close()
-    return statistics.median(samples), pct(samples, 99), survivors
+    return statistics.median(samples), pct(samples, 99), survivors, wrong
 
 
-def _procs_with(marker):
+def procs_with(marker):
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/cmdline", "rb") as handle:
-                    if marker.encode() in handle.read():
-                        found.append(name)
+                    argv = handle.read().split(b"\0")
+                with open(f"/proc/{name}/stat", "rb") as handle:
+                    zombie = handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
             except OSError:
-                pass
+                continue
+            if not zombie and argv[:1] == [b"sleep"] and any(marker.encode() in a for a in argv[1:]):
+                found.append(name)
     return found
 
 
-def memory_peaks(env, cwd):
-    proc = Proc(BOB, env, cwd)
+def memory_peaks(bob, env, cwd):
+    proc = Proc(bob, env, cwd)
     proc.call("initialize", INIT)
     sid = proc.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
     time.sleep(1.0)
     base = proc.rss("VmHWM")
-    proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "gigabyte"}]}, allow_all(proc))
-    gib = proc.rss("VmHWM") - base
+    gib = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "gigabyte"}]},
+                    allow_all(proc))
+    gib_mb = (proc.rss("VmHWM") - base) / 1e6
     base = proc.rss("VmHWM")
     big = "word " * (700 * 1024)  # 3.5 MiB
-    proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": big}]})
-    prompt = proc.rss("VmHWM") - base
+    prompt = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": big}]})
+    prompt_mb = (proc.rss("VmHWM") - base) / 1e6
     proc.close()
-    return gib, prompt
+    return gib_mb, prompt_mb, "result" in gib and "result" in prompt
 
 
-def load_time(env, cwd, n):
-    sys.path.insert(0, os.path.dirname(HERE))
+def flood_rss(bob, env, cwd, n):
+    """RSS peak while n pipelined requests flood in (the inbound queue holds, the client blocks)."""
+    proc = Proc(bob, env, cwd)
+    proc.call("initialize", INIT)
+    base = proc.rss("VmHWM")
+    payload = b"".join(frame(i, "_unknown/flood", {"pad": "x" * 64}) for i in range(n))
+    writer = threading.Thread(target=proc.send, args=(payload,))
+    writer.start()
+    good = 0
+    for _ in range(n):
+        msg = proc.next()
+        good += msg.get("error", {}).get("code") == -32601
+    writer.join()
+    peak = (proc.rss("VmHWM") - base) / 1e6
+    proc.close()
+    return peak, good
+
+
+def load_time(bob, env, cwd, n):
     from bob_acp import history, sessions
 
     sid = sessions.new_id()
@@ -252,7 +335,7 @@ def load_time(env, cwd, n):
         messages += [history.user(f"question {i}"), history.assistant(f"answer {i}", [call]),
                      history.tool_result(call, f"{i}\n[exit code: 0]"), history.assistant("ok")]
     sessions.SessionStore(cwd, ".bob/sessions").save(sid, messages[: n + 1])
-    proc = Proc(BOB, env, cwd)
+    proc = Proc(bob, env, cwd)
     proc.call("initialize", INIT)
     started = time.perf_counter()
     frames = []
@@ -262,135 +345,254 @@ def load_time(env, cwd, n):
     return elapsed, "result" in result and len(frames) > n // 2
 
 
+def http_turn_gap(bob, env, cwd, reps):
+    """A turn of two model calls (a tool call, then text) through the OpenAI provider against the
+    fake server: ms from the turn's last update to its answer, and the whole turn."""
+    from fake_model import FakeModelServer
+
+    gaps, turns, wrong = [], [], 0
+    with FakeModelServer() as server:
+        config = write_config(cwd, {"model": {"provider": "openai", "baseUrl": server.url + "/v1", "retries": 0},
+                                    "permissions": {"mode": "allow-all"}})
+        proc = Proc(bob, {**env, "BOB_CONFIG": config}, cwd)
+        proc.call("initialize", INIT)
+        sid = proc.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
+        for _ in range(reps):
+            server.enqueue(server.openai_tool_call("read_skill", {"name": "greetings"}), server.openai_text("done"))
+            last = []
+            started = time.perf_counter()
+            msg = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
+                            lambda m, seen=last: seen.append(time.perf_counter()))
+            ended = time.perf_counter()
+            wrong += msg.get("result", {}).get("stopReason") != "end_turn"
+            gaps.append((ended - last[-1]) * 1000)
+            turns.append((ended - started) * 1000)
+        proc.close()
+    return statistics.median(gaps), statistics.median(turns), wrong
+
+
+def cache_reads(bob, env, cwd, calls=20):
+    """A turn of `calls` model calls against the fake Anthropic server, which reports cache reads
+    as the real API does: the fraction of input tokens read from the cache."""
+    from fake_model import FakeModelServer
+
+    with FakeModelServer() as server:
+        config = write_config(cwd, {"model": {"provider": "anthropic", "baseUrl": server.url, "name": "claude-bench"},
+                                    "permissions": {"mode": "allow-all"}})
+        server.enqueue(*[server.anthropic_tool_call("bash", {"command": f"echo {n}"}, tool_id=f"t{n}", cache_usage=True)
+                         for n in range(calls - 1)], server.anthropic_text("done", cache_usage=True))
+        proc = Proc(bob, {**env, "BOB_CONFIG": config, "ANTHROPIC_API_KEY": "sk-bench"}, cwd)
+        proc.call("initialize", INIT)
+        sid = proc.call("session/new", {"cwd": cwd, "mcpServers": []})["result"]["sessionId"]
+        msg = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+        proc.close()
+        log = server.cache_accounting_log
+        total = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in log)
+        read = sum(u["cache_read_input_tokens"] for u in log)
+    ok = msg.get("result", {}).get("stopReason") == "end_turn" and len(log) == calls
+    return (read / total if total else 0.0), ok
+
+
 # ---- the run --------------------------------------------------------------------------------
 
-def write_setup(root):
-    script = os.path.join(root, "script.yaml")
-    with open(script, "w") as handle:
+def write_script(path, sleep_command="sleep 300"):
+    with open(path + ".tmp", "w") as handle:
         handle.write(
             "turns:\n"
             "  - match: stream\n    replies:\n      - repeat: {chunk: x, count: 50000}\n"
             "  - match: gigabyte\n    replies:\n"
             "      - tool_calls: [{name: bash, arguments: {command: \"head -c 1073741824 /dev/zero | tr '\\\\0' x\"}}]\n"
             "      - text: done\n"
-            "  - match: /^sleep (\\d+)$/\n    replies:\n"
-            "      - tool_calls: [{name: bash, arguments: {command: \"sleep 300.$(echo BENCH)\"}}]\n"
+            f"  - match: sleep now\n    replies:\n      - tool_calls: [{{name: bash, arguments: {{command: \"{sleep_command}\"}}}}]\n"
             "  - replies:\n      - text: ok\n")
-    config = os.path.join(root, "config.yaml")
-    with open(config, "w") as handle:
-        handle.write(f"model: {{provider: script, script: {json.dumps(script)}}}\nsessions: {{enabled: true}}\n"
-                     "log: {level: warning}\n")
+    os.replace(path + ".tmp", path)
+
+
+def write_config(root, values):
+    path = os.path.join(root, f"config-{uuid.uuid4().hex[:6]}.yaml")
+    with open(path, "w") as handle:
+        json.dump(values, handle)  # JSON is YAML
+    return path
+
+
+def setup(root):
+    script = os.path.join(root, "script.yaml")
+    write_script(script)
     project = os.path.join(root, "project")
     os.makedirs(project)
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "HOME", "TMPDIR")}
-    env.update({"BOB_CONFIG": config, "XDG_CONFIG_HOME": os.path.join(root, "xdg"), "PYTHONPATH": os.path.dirname(HERE)})
-    return env, project, script
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TMPDIR")}
+    base.update({"HOME": os.path.join(root, "home"), "XDG_CONFIG_HOME": os.path.join(root, "xdg")})
+    configured = {**base, "BOB_CONFIG": write_config(root, {
+        "model": {"provider": "script", "script": script}, "sessions": {"enabled": True},
+        "limits": {"maxSessions": -1}, "log": {"level": "warning"}})}
+    return base, configured, project, script
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default="bench-results.json")
-    parser.add_argument("--only", default="", help="comma-separated: cold,throughput,latency,stream,memory,cancel,load")
+    parser.add_argument("--only", default="", help="comma-separated: cold,exit,burst,sessions,latency,stream,"
+                                                   "memory,cancel,load,gap,cache")
+    parser.add_argument("--break-kill", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     reps = {"cold": 8 if args.quick else 20, "requests": 20000, "latency": 500 if args.quick else 3000,
-            "cancel": 5 if args.quick else 20, "stream": 50000, "load": 10000}
+            "cancel": 5 if args.quick else 20, "stream": 50000, "load": 10000, "flood": 200000, "gap": 10}
+    bob = installed_bob()
+    if args.break_kill:
+        bob = [PY, "-c", BROKEN_KILL]
     root = tempfile.mkdtemp(prefix="bob-bench-")
     try:
-        env, project, script = write_setup(root)
-        # The cancel script needs a per-run marker in the command: rewrite the sleep reply per run.
-        results = run_all(env, project, script, reps, set(filter(None, args.only.split(","))))
+        results = run_all(bob, *setup(root), reps, set(filter(None, args.only.split(","))))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report(results, args.json)
 
 
-def run_all(env, project, script, reps, only):
+def alternate(n, work):
+    """work(name, cmd) for Bob and the peer in turn, n times; {name: [results]}."""
+    out = {"bob": [], "peer": []}
+    for _ in range(n):
+        for name in out:
+            out[name].append(work(name))
+    return out
+
+
+def run_all(bob, base_env, env, project, script, reps, only):
     r: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-               "reps": reps}
+               "bob": " ".join(bob), "reps": reps}
+    cmds = {"bob": bob, "peer": PEER}
 
     def wanted(name):
         return not only or name in only
 
-    if wanted("cold"):
-        measure_cold(r, env, project, reps)
-    if wanted("throughput"):
-        for name, cmd in (("bob", BOB), ("peer", PEER)):
-            r[f"{name}_throughput_rps"], r[f"{name}_throughput_exact"] = throughput(cmd, env, project, reps["requests"])
+    if wanted("cold"):  # with no config file (the state pip install . leaves), and with one
+        runs = alternate(reps["cold"], lambda name: cold_start(cmds[name], base_env, project))
+        for name, values in runs.items():
+            r[f"{name}_cold_start_ms"] = statistics.median(v[0] for v in values)
+            r[f"{name}_cold_start_wrong"] = sum(not v[1] for v in values)
+        configured = [cold_start(bob, env, project) for _ in range(reps["cold"])]
+        r["bob_cold_start_with_config_ms"] = statistics.median(v[0] for v in configured)
+    if wanted("exit"):
+        runs = alternate(max(5, reps["cold"] // 2), lambda name: idle_exit(cmds[name], base_env, project))
+        for name, values in runs.items():
+            r[f"{name}_idle_exit_ms"] = statistics.median(v[0] for v in values)
+            r[f"{name}_idle_exit_wrong"] = sum(not v[1] for v in values)
+    if wanted("burst"):
+        for name in ("bob", "peer"):
+            rate, good, bad = burst(cmds[name], env, project, reps["requests"], "_bench/unknown", {},
+                                    lambda m: m.get("error", {}).get("code") == -32601)
+            r[f"{name}_unknown_rps"], r[f"{name}_unknown_correct"], r[f"{name}_unknown_wrong"] = rate, good, bad
+    if wanted("sessions"):  # sessions not kept on disk (the default): the peer keeps none either
+        new_env = {**base_env, "BOB_CONFIG": write_config(project, {"limits": {"maxSessions": -1}})}
+        for name in ("bob", "peer"):
+            rate, good, bad = burst(cmds[name], new_env, project, reps["requests"], "session/new",
+                                    {"cwd": project, "mcpServers": []}, lambda m: "sessionId" in m.get("result", {}))
+            r[f"{name}_new_rps"], r[f"{name}_new_correct"], r[f"{name}_new_wrong"] = rate, good, bad
+        measured = round_trips(cmds, new_env, project, reps["latency"] // 2, "session/new",
+                               lambda: {"cwd": project, "mcpServers": []})
+        for name, (p50, p99, bad) in measured.items():
+            r[f"{name}_new_p50_us"], r[f"{name}_new_p99_us"], r[f"{name}_new_rt_wrong"] = p50, p99, bad
     if wanted("latency"):
-        for name, cmd in (("bob", BOB), ("peer", PEER)):
-            r[f"{name}_latency_p50_us"], r[f"{name}_latency_p99_us"] = latency(cmd, env, project, reps["latency"])
+        measured = round_trips(cmds, env, project, reps["latency"], "authenticate", lambda: {"methodId": "none"})
+        for name, (p50, p99, bad) in measured.items():
+            r[f"{name}_latency_p50_us"], r[f"{name}_latency_p99_us"], r[f"{name}_latency_wrong"] = p50, p99, bad
     if wanted("stream"):
-        for name, cmd, text in (("bob", BOB, "stream please"), ("peer", PEER, f"stream {reps['stream']}")):
-            r[f"{name}_stream_cps"], r[f"{name}_first_chunk_ms"], r[f"{name}_stream_complete"] = streaming(
-                cmd, env, project, reps["stream"], text)
+        for name, text in (("bob", "stream please"), ("peer", f"stream {reps['stream']}")):
+            r[f"{name}_stream_cps"], r[f"{name}_stream_complete"] = streaming(cmds[name], env, project,
+                                                                              reps["stream"], text)
     if wanted("memory"):
-        for name, cmd in (("bob", BOB), ("peer", PEER)):
-            r[f"{name}_idle_rss_mb"] = idle_rss(cmd, env, project) / 1e6
-        gib, prompt = memory_peaks(env, project)
-        r["bob_1gib_output_added_mb"], r["bob_3_5mib_prompt_added_mb"] = gib / 1e6, prompt / 1e6
+        for name in ("bob", "peer"):
+            r[f"{name}_idle_rss_mb"] = idle_rss(cmds[name], env, project) / 1e6
+        r["bob_1gib_output_added_mb"], r["bob_3_5mib_prompt_added_mb"], r["bob_memory_ok"] = memory_peaks(
+            bob, env, project)
+        r["bob_flood_added_mb"], r["bob_flood_correct"] = flood_rss(bob, env, project, reps["flood"])
     if wanted("cancel"):
-        with open(script) as handle:
-            text = handle.read()
-        with open(script, "w") as handle:  # one marker per cancel, findable in /proc
-            handle.write(text.replace("sleep 300.$(echo BENCH)", "sleep 300.$$"))
-        r["bob_cancel_p50_ms"], r["bob_cancel_p99_ms"], r["bob_cancel_survivors"] = cancel_latency(env, project, reps["cancel"])
+        (r["bob_cancel_p50_ms"], r["bob_cancel_p99_ms"], r["bob_cancel_survivors"],
+         r["bob_cancel_wrong"]) = cancel_latency(bob, env, project, script, reps["cancel"])
     if wanted("load"):
-        r["bob_load_10k_s"], r["bob_load_ok"] = load_time(env, project, reps["load"])
+        r["bob_load_10k_s"], r["bob_load_ok"] = load_time(bob, env, project, reps["load"])
+    if wanted("gap"):
+        r["bob_last_update_to_answer_ms"], r["bob_two_call_turn_ms"], r["bob_gap_wrong"] = http_turn_gap(
+            bob, base_env, project, reps["gap"])
+    if wanted("cache"):
+        r["bob_cache_read_fraction"], r["bob_cache_ok"] = cache_reads(bob, base_env, project)
     return r
 
 
-def measure_cold(r, env, project, reps):
-    cold = {"bob": [], "peer": []}
-    for _ in range(reps["cold"]):  # alternating
-        for name, cmd in (("bob", BOB), ("peer", PEER)):
-            cold[name].append(cold_start(cmd, env, project))
-    for name in cold:
-        r[f"{name}_cold_start_ms"] = statistics.median(c[0] for c in cold[name])
-        r[f"{name}_shutdown_ms"] = statistics.median(c[1] for c in cold[name])
-
-
 TARGETS = [
-    ("cold start ≤ ¼ of the peer's and ≤ 150 ms", lambda r: r["bob_cold_start_ms"] <= min(150, r["peer_cold_start_ms"] / 4)),
-    ("throughput ≥ 2× the peer and ≥ 40,000/s", lambda r: r["bob_throughput_rps"] >= max(40000, 2 * r["peer_throughput_rps"])),
-    ("sequential round trip p50 < 150 µs", lambda r: r["bob_latency_p50_us"] < 150),
-    ("≥ 50,000 streamed chunks/s", lambda r: r["bob_stream_cps"] >= 50000),
-    ("cancel p99 < 100 ms, no survivor", lambda r: r["bob_cancel_p99_ms"] < 100 and r["bob_cancel_survivors"] == 0),
+    ("start-up ≤ 60 ms and ≤ 0.09× the peer", lambda r: r["bob_cold_start_wrong"] == 0 and
+     r["bob_cold_start_ms"] <= min(60, 0.09 * r["peer_cold_start_ms"])),
+    ("exit ≤ 30 ms after stdin EOF when idle, ≤ 0.3× the peer", lambda r: r["bob_idle_exit_wrong"] == 0 and
+     r["bob_idle_exit_ms"] <= min(30, 0.3 * r["peer_idle_exit_ms"])),
+    ("20,000 pipelined unknown-method requests: every one answered -32601",
+     lambda r: r["bob_unknown_correct"] == r["reps"]["requests"] and r["bob_unknown_wrong"] == 0),
+    ("20,000 pipelined session/new: every one answered with a session",
+     lambda r: r["bob_new_correct"] == r["reps"]["requests"] and r["bob_new_wrong"] == 0),
+    ("session/new round trip p50 ≤ the peer's", lambda r: r["bob_new_rt_wrong"] == 0 and
+     r["bob_new_p50_us"] <= r["peer_new_p50_us"]),
+    ("sequential round trip p50 < 150 µs", lambda r: r["bob_latency_wrong"] == 0 and r["bob_latency_p50_us"] < 150),
+    ("≥ 50,000 streamed chunks/s, all of them", lambda r: r["bob_stream_complete"] and r["bob_stream_cps"] >= 50000),
+    ("cancel p99 < 100 ms, answered cancelled, no process survives", lambda r: r["bob_cancel_wrong"] == 0 and
+     r["bob_cancel_p99_ms"] < 100 and r["bob_cancel_survivors"] == 0),
     ("idle RSS ≤ 35 MB", lambda r: r["bob_idle_rss_mb"] <= 35),
-    ("1 GiB of tool output adds < 20 MB", lambda r: r["bob_1gib_output_added_mb"] < 20),
-    ("a 3.5 MiB prompt adds < 40 MB", lambda r: r["bob_3_5mib_prompt_added_mb"] < 40),
-    ("10,000-message session/load < 1 s", lambda r: r["bob_load_10k_s"] < 1 and r["bob_load_ok"]),
+    ("1 GiB of tool output adds < 20 MB", lambda r: r["bob_memory_ok"] and r["bob_1gib_output_added_mb"] < 20),
+    ("a 3.5 MiB prompt adds < 40 MB", lambda r: r["bob_memory_ok"] and r["bob_3_5mib_prompt_added_mb"] < 40),
+    ("a 200,000-frame flood: all answered, < 40 MB added", lambda r: r["bob_flood_correct"] == r["reps"]["flood"]
+     and r["bob_flood_added_mb"] < 40),
+    ("10,000-message session/load < 1 s", lambda r: r["bob_load_ok"] and r["bob_load_10k_s"] < 1),
+    ("last update → answer of an HTTP turn ≤ 5 ms", lambda r: r["bob_gap_wrong"] == 0 and
+     r["bob_last_update_to_answer_ms"] <= 5),
+    ("≥ 90 % of a 20-call turn's input tokens read from the prompt cache",
+     lambda r: r["bob_cache_ok"] and r["bob_cache_read_fraction"] >= 0.9),
 ]
+
+ROWS = [
+    ("spawn → initialize answered, no config (ms)", "bob_cold_start_ms", "peer_cold_start_ms"),
+    ("stdin EOF → exit when idle (ms)", "bob_idle_exit_ms", "peer_idle_exit_ms"),
+    ("20,000 pipelined unknown method: answers/s", "bob_unknown_rps", "peer_unknown_rps"),
+    ("20,000 pipelined session/new: answers/s", "bob_new_rps", "peer_new_rps"),
+    ("session/new round trip p50 (µs)", "bob_new_p50_us", "peer_new_p50_us"),
+    ("session/new round trip p99 (µs)", "bob_new_p99_us", "peer_new_p99_us"),
+    ("cheap request round trip p50 (µs)", "bob_latency_p50_us", "peer_latency_p50_us"),
+    ("cheap request round trip p99 (µs)", "bob_latency_p99_us", "peer_latency_p99_us"),
+    ("streamed chunks per second", "bob_stream_cps", "peer_stream_cps"),
+    ("idle RSS (MB)", "bob_idle_rss_mb", "peer_idle_rss_mb"),
+]
+BOB_ONLY = [
+    ("spawn → initialize answered, with a config file (ms)", "bob_cold_start_with_config_ms"),
+    ("cancel during a command → answer p50 (ms)", "bob_cancel_p50_ms"),
+    ("cancel during a command → answer p99 (ms)", "bob_cancel_p99_ms"),
+    ("processes of a cancelled command left alive", "bob_cancel_survivors"),
+    ("1 GiB of tool output: RSS added (MB)", "bob_1gib_output_added_mb"),
+    ("3.5 MiB prompt: RSS added (MB)", "bob_3_5mib_prompt_added_mb"),
+    ("200,000-frame flood: RSS added (MB)", "bob_flood_added_mb"),
+    ("session/load of 10,000 messages (s)", "bob_load_10k_s"),
+    ("HTTP turn, 2 model calls: last update → answer (ms)", "bob_last_update_to_answer_ms"),
+    ("HTTP turn, 2 model calls: whole turn (ms)", "bob_two_call_turn_ms"),
+    ("20-call Anthropic turn: input tokens read from cache", "bob_cache_read_fraction"),
+]
+WRONG = ["bob_cold_start_wrong", "peer_cold_start_wrong", "bob_idle_exit_wrong", "peer_idle_exit_wrong",
+         "bob_unknown_wrong", "peer_unknown_wrong", "bob_new_wrong", "peer_new_wrong", "bob_new_rt_wrong",
+         "peer_new_rt_wrong", "bob_latency_wrong", "peer_latency_wrong", "bob_cancel_wrong", "bob_gap_wrong"]
 
 
 def report(r, path):
-    def ratio(a, b):
-        return f"{r[a] / r[b]:.2f}×" if r.get(b) else "-"
-
-    rows = [
-        ("cold start → initialize (ms, median)", "bob_cold_start_ms", "peer_cold_start_ms"),
-        ("shutdown after stdin closes (ms)", "bob_shutdown_ms", "peer_shutdown_ms"),
-        ("pipelined requests per second", "bob_throughput_rps", "peer_throughput_rps"),
-        ("round trip p50 (µs)", "bob_latency_p50_us", "peer_latency_p50_us"),
-        ("round trip p99 (µs)", "bob_latency_p99_us", "peer_latency_p99_us"),
-        ("streamed chunks per second", "bob_stream_cps", "peer_stream_cps"),
-        ("prompt → first chunk (ms)", "bob_first_chunk_ms", "peer_first_chunk_ms"),
-        ("idle RSS (MB)", "bob_idle_rss_mb", "peer_idle_rss_mb"),
-    ]
-    print(f"\nmachine: {r['machine']}")
-    print(f"{'measure':44} {'bob':>12} {'peer (SDK)':>12} {'bob/peer':>9}")
-    for label, a, b in rows:
+    print(f"\nmachine: {r['machine']}\nbob: {r['bob']}")
+    print(f"{'measure':54} {'bob':>12} {'peer (SDK)':>12} {'bob/peer':>9}")
+    for label, a, b in ROWS:
         if a in r:
-            print(f"{label:44} {r[a]:12.1f} {r[b]:12.1f} {ratio(a, b):>9}")
-    for label, key in (("cancel p50 (ms)", "bob_cancel_p50_ms"), ("cancel p99 (ms)", "bob_cancel_p99_ms"),
-                       ("tool processes surviving a cancel", "bob_cancel_survivors"),
-                       ("1 GiB of tool output: RSS added (MB)", "bob_1gib_output_added_mb"),
-                       ("3.5 MiB prompt: RSS added (MB)", "bob_3_5mib_prompt_added_mb"),
-                       ("session/load of 10,000 messages (s)", "bob_load_10k_s")):
+            ratio = f"{r[a] / r[b]:.2f}×" if r.get(b) else "-"
+            print(f"{label:54} {r[a]:12.1f} {r[b]:12.1f} {ratio:>9}")
+    for label, key in BOB_ONLY:
         if key in r:
-            print(f"{label:44} {r[key]:12.2f}")
-    if "bob_throughput_exact" in r:
-        print(f"every pipelined id answered exactly once: bob {r['bob_throughput_exact']}, peer {r['peer_throughput_exact']}")
+            print(f"{label:54} {r[key]:12.2f}")
+    failures = {k: r[k] for k in WRONG if r.get(k)}
+    print("wrong or missing answers: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
+    for name in ("unknown", "new"):
+        if f"bob_{name}_correct" in r:
+            print(f"correct answers to 20,000 pipelined ({name}): bob {r[f'bob_{name}_correct']}, "
+                  f"peer {r[f'peer_{name}_correct']}")
     print("\ntargets:")
     r["targets"] = {}
     for label, check in TARGETS:

@@ -26,6 +26,7 @@ class Response:
     delay: float = 0.0  # seconds before each event
     then: str = "end"  # end | stall | drop | endless | pings | cut (ends cleanly, closing events left out)
     gzip: bool = False  # compress the stream when the client accepts gzip (nginx gzip_types, proxies)
+    cache_usage: bool = False  # Anthropic: message_start reports prompt-cache reads as the real API does
 
 
 def _sse(payload) -> bytes:
@@ -41,6 +42,7 @@ class FakeModelServer:
     def __init__(self):
         self.responses: queue.SimpleQueue = queue.SimpleQueue()
         self.requests: list[dict] = []
+        self.cache_accounting_log: list[dict] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._handlers: dict[threading.Thread, socket.socket] = {}
@@ -60,6 +62,7 @@ class FakeModelServer:
                 except ValueError:
                     body = None
                 server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                self.request_body = body
                 self.accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
                 try:
                     response = server.responses.get_nowait()
@@ -139,7 +142,11 @@ class FakeModelServer:
             handler.close_connection = True
 
     def _stream(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
-        for event in response.events:
+        events = list(response.events)
+        if response.cache_usage and isinstance(getattr(handler, "request_body", None), dict):
+            usage = self.cache_accounting(handler.request_body)
+            events[0] = _named("message_start", {"type": "message_start", "message": {"usage": usage}})
+        for event in events:
             if response.delay and self._stop.wait(response.delay):
                 return
             handler.wfile.write(event)
@@ -161,6 +168,47 @@ class FakeModelServer:
                 if response.delay:
                     handler.wfile.flush()
                     time.sleep(response.delay)
+
+    # ---- Anthropic prompt caching, as the real API counts it ----------------------------------
+
+    def cache_accounting(self, body: dict) -> dict:
+        """Usage for a Messages request: the longest prefix (tools, system, then message blocks)
+        that ends at one of this request's breakpoints, or up to 20 blocks before one, and that
+        an earlier request wrote to the cache at one of its breakpoints, is a cache read; the
+        rest up to the last breakpoint is written; tokens are characters / 4."""
+        blocks, marks = [], []
+        for tool in body.get("tools") or []:
+            blocks.append(tool)
+        system = body.get("system")
+        for block in system if isinstance(system, list) else ([{"type": "text", "text": system}] if system else []):
+            blocks.append(block)
+        for message in body.get("messages") or []:
+            content = message["content"] if isinstance(message["content"], list) else [
+                {"type": "text", "text": message["content"]}]
+            for block in content:
+                blocks.append({"role": message["role"], **block})
+        keys, sizes, total = [], [], 0
+        for n, block in enumerate(blocks):
+            if "cache_control" in block:
+                marks.append(n)
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            text = json.dumps(plain, sort_keys=True)
+            total += max(1, len(text) // 4)
+            sizes.append(total)
+            keys.append(hash((keys[-1] if keys else None, text)))
+        cached = self.__dict__.setdefault("_cached_prefixes", set())
+        read = 0
+        for mark in marks:
+            for end in range(mark, max(-1, mark - 20), -1):
+                if keys[end] in cached:
+                    read = max(read, sizes[end])
+                    break
+        written = max(0, (sizes[marks[-1]] if marks else 0) - read)
+        cached.update(keys[mark] for mark in marks)
+        usage = {"input_tokens": total - read - written, "cache_read_input_tokens": read,
+                 "cache_creation_input_tokens": written}
+        self.cache_accounting_log.append(usage)
+        return usage
 
     # ---- building responses --------------------------------------------------------------
 
@@ -204,7 +252,7 @@ class FakeModelServer:
         return Response(events=events)
 
     def anthropic_text(self, text: str, chunks: int = 1, input_tokens: int = 10, delay: float = 0.0,
-                       then: str = "end") -> Response:
+                       then: str = "end", cache_usage: bool = False) -> Response:
         size = max(1, -(-len(text) // chunks))
         events = [_named("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": input_tokens}}}),
                   _named("content_block_start", {"type": "content_block_start", "index": 0,
@@ -216,9 +264,10 @@ class FakeModelServer:
             events += [_named("content_block_stop", {"type": "content_block_stop", "index": 0}),
                        _named("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}}),
                        _named("message_stop", {"type": "message_stop"})]
-        return Response(events=events, delay=delay, then=then)
+        return Response(events=events, delay=delay, then=then, cache_usage=cache_usage)
 
-    def anthropic_tool_call(self, name: str, args: dict, text: str = "", tool_id: str = "toolu_1") -> Response:
+    def anthropic_tool_call(self, name: str, args: dict, text: str = "", tool_id: str = "toolu_1",
+                            cache_usage: bool = False) -> Response:
         encoded = json.dumps(args)
         events = [_named("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 42}}})]
         index = 0
@@ -236,7 +285,7 @@ class FakeModelServer:
         events += [_named("content_block_stop", {"type": "content_block_stop", "index": index}),
                    _named("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
                    _named("message_stop", {"type": "message_stop"})]
-        return Response(events=events)
+        return Response(events=events, cache_usage=cache_usage)
 
     def status(self, code: int, body: bytes | dict | None = None, headers: dict | None = None) -> Response:
         if isinstance(body, dict):

@@ -284,7 +284,8 @@ def test_every_history_the_engine_produces_round_trips_through_save_and_load(tmp
             return lambda *args: "reject" if name == "permission" else None
 
     engine = Engine(config.defaults(), Provider())
-    conv = engine.new_conversation(str(folder), type("Catalog", (), {"skills": {}})())
+    from bob_acp.skills import Catalog
+    conv = engine.new_conversation(str(folder), Catalog())
     engine.run_turn(conv, codec.clean(question), Sink(), Cancel())
     store = sessions.SessionStore(str(folder), ".bob/sessions")
     sid = sessions.new_id()

@@ -1,5 +1,6 @@
 """The real bob-acp against the fake OpenAI/Anthropic server: frames, files, history, faults."""
 
+import json
 import time
 
 import pytest
@@ -131,3 +132,32 @@ def test_automatic_compression_past_the_threshold(bob_http, server):
     final = server.requests[3]["body"]["messages"]
     assert "a summary of the start" in final[1]["content"] and final[-1]["content"] == "q3"
 
+
+
+def test_every_openai_request_of_a_session_extends_the_previous_one_byte_for_byte(bob_http, server):
+    """OpenAI-compatible servers cache prompts by prefix: no per-call timestamps, no reordering."""
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo 1"}, call_id="c1"),
+                   server.openai_tool_call("read_skill", {"name": "greetings"}, call_id="c2"),
+                   server.openai_text("first turn done"), server.openai_text("second turn done"))
+    bob, sid = bob_http()
+    bob.prompt(sid, "one", answer=allow_always)
+    bob.prompt(sid, "two")
+    bodies = [r["body"] for r in server.requests]
+    assert len(bodies) == 4
+    for earlier, later in zip(bodies, bodies[1:], strict=False):
+        size = len(earlier["messages"])
+        assert json.dumps(later["messages"][:size]) == json.dumps(earlier["messages"])
+        assert json.dumps(later["tools"]) == json.dumps(earlier["tools"])
+
+
+def test_each_anthropic_call_of_a_turn_reads_the_previous_calls_prefix_from_the_cache(bob_http, server):
+    server.enqueue(*[server.anthropic_tool_call("bash", {"command": f"echo {n}"}, tool_id=f"t{n}", cache_usage=True)
+                     for n in range(4)], server.anthropic_text("done", cache_usage=True))
+    bob, sid = bob_http("anthropic", name="claude-test", extra={"permissions": {"mode": "allow-all"}})
+    response, _ = bob.prompt(sid, "go")
+    assert response["result"]["stopReason"] == "end_turn"
+    usages = [server.cache_accounting_log[n] for n in range(5)]
+    assert usages[0]["cache_read_input_tokens"] == 0
+    for earlier, later in zip(usages, usages[1:], strict=False):  # every call after the first reads all the one before wrote
+        assert later["cache_read_input_tokens"] >= earlier["cache_read_input_tokens"] + earlier["cache_creation_input_tokens"]
+    bob.wait_stderr("read from the cache")  # the counts are logged

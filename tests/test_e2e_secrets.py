@@ -11,8 +11,7 @@ import uuid
 
 import pytest
 import yaml
-
-from bob_client import allow, allow_always, bob_command, message_text, updates
+from bob_client import allow, bob_command, message_text, updates
 from procs import wait_gone, wait_present
 
 pytestmark = pytest.mark.e2e

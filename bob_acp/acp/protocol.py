@@ -7,10 +7,12 @@ bounded here (a long text keeps its head and tail; a large diff becomes the chan
 from __future__ import annotations
 
 import os
-import re
-from typing import Any
 
 from bob_acp.jsonrpc import codec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
 
 PROTOCOL_VERSION = 1
 
@@ -110,6 +112,8 @@ def text_content(text: str) -> dict:
 def fenced(text: str, language: str = "") -> str:
     """`text` as a Markdown code block whose fence is longer than any run of backticks inside,
     so shell output with `#`, `*`, `_` or `<tag>` is shown as it is."""
+    import re  # lazy: start-up does not fence anything
+
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     body = bounded(text)

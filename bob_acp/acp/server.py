@@ -12,14 +12,18 @@ import collections
 import os
 import sys
 import threading
-from typing import Any, Callable
 
 from bob_acp import __version__
 from bob_acp.acp import protocol as p
 from bob_acp.acp.session import Session
+from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.lazy import LazyModule, warm
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any, Callable
 
 # Not needed to answer `initialize`: loaded on first use, or warmed once initialize is answered.
 engine = LazyModule("bob_acp.engine")
@@ -141,7 +145,8 @@ class AgentServer:
             raise RpcError.invalid_params("protocolVersion: must be an integer")
         info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         name, client_version = str(info.get("name", "unknown"))[:100], str(info.get("version", ""))[:100]
-        self.log.info(f"[acp] initialize: client {name} {client_version}, protocol {version}".replace("  ", " "))
+        client = " ".join(part for part in (name, client_version) if part)
+        self.log.info(f"[acp] initialize: client {client}, protocol {version}")
         capabilities = params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
         meta = capabilities.get("_meta") if isinstance(capabilities.get("_meta"), dict) else {}
         self.terminal_output = meta.get("terminal_output") is True
@@ -161,7 +166,7 @@ class AgentServer:
             "authMethods": self.auth_methods,
         }
         if first:
-            return Reply(result, after=lambda: warm(engine, sessions, skills, tools, turns_module))
+            return Reply(result, after=lambda: warm(codec.use_orjson, engine, sessions, skills, tools, turns_module))
         return result
 
     def authenticate(self, params: dict) -> dict:

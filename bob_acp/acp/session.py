@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from bob_acp.cancel import Cancel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
 
 
 class Turn:

@@ -9,13 +9,69 @@ streams all decode through it.
 
 from __future__ import annotations
 
-import json
-from typing import Any
+import sys
 
-import orjson
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
 
 BOM = b"\xef\xbb\xbf"
-JSONDecodeError = orjson.JSONDecodeError
+JSONDecodeError = ValueError  # orjson's and json's decode errors are both ValueErrors
+OPT_INDENT_2 = 1  # orjson.OPT_INDENT_2 (checked when orjson loads)
+
+
+class _Stdlib:
+    """The standard library's json with orjson's behaviour (compact, UTF-8, no NaN, no
+    Infinity): what the first frames of a connection go through while orjson loads. Importing
+    orjson (and the modules it imports: dataclasses, inspect, uuid, zoneinfo) takes longer than
+    everything else Bob does before answering `initialize`."""
+
+    JSONDecodeError = ValueError
+
+    def __init__(self) -> None:
+        import json
+
+        self._json = json
+        self._encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        self._indented = json.JSONEncoder(ensure_ascii=False, indent=2, allow_nan=False)
+
+    def loads(self, data: Any) -> Any:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            data = bytes(data).decode("utf-8")  # invalid UTF-8: a ValueError, as orjson's
+        if "\\ud" in data or "\\uD" in data:  # maybe a lone surrogate escape: orjson's message
+            value = self._json.loads(data, parse_constant=_no_constant)
+            if _has_lone_surrogate(value):
+                raise ValueError("lone surrogate in string")
+            return value
+        return self._json.loads(data, parse_constant=_no_constant)
+
+    def dumps(self, value: Any, option: int | None = None) -> bytes:
+        try:
+            text = (self._indented if option else self._encoder).encode(value)
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise TypeError("str is not valid UTF-8: surrogates not allowed") from None
+        except ValueError as exc:  # NaN or Infinity: orjson writes null; keep the frame valid JSON
+            raise TypeError(str(exc)) from None
+
+
+_backend: Any = None
+
+
+def use_orjson() -> None:
+    """Switch to orjson (from a background thread, once the first answer is out)."""
+    global _backend
+    import orjson
+
+    assert orjson.OPT_INDENT_2 == OPT_INDENT_2
+    _backend = orjson
+
+
+def _impl() -> Any:
+    global _backend
+    if _backend is None:
+        _backend = sys.modules.get("orjson") or _Stdlib()
+    return _backend
 
 
 def loads(data: bytes | str, keep_surrogates: bool = False) -> Any:
@@ -28,11 +84,13 @@ def loads(data: bytes | str, keep_surrogates: bool = False) -> Any:
     elif data[:1] == "\ufeff":
         data = data[1:]
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        return _impl().loads(data)
+    except ValueError as exc:
         if "surrogate" not in str(exc):
             raise
         original = exc
+    import json
+
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
         value = json.loads(text, parse_constant=_no_constant)
@@ -43,11 +101,12 @@ def loads(data: bytes | str, keep_surrogates: bool = False) -> Any:
 
 def dumps(value: Any, option: int | None = None) -> bytes:
     """orjson.dumps; strings that are not valid Unicode are cleaned first instead of failing."""
+    backend = _impl()
     try:
-        return orjson.dumps(value, option=option)
+        return backend.dumps(value, option=option)
     except TypeError:
         pass
-    return orjson.dumps(clean_tree(value), option=option)  # a TypeError now is a real bug: raised
+    return backend.dumps(clean_tree(value), option=option)  # a TypeError now is a real bug: raised
 
 
 def clean(text: str) -> str:
@@ -60,13 +119,30 @@ def clean(text: str) -> str:
 
 
 def clean_tree(value: Any) -> Any:
+    """`value` with every string cleaned (see clean) and every integer JSON encoders refuse
+    (beyond 64 bits, as a parser without that limit reads one) made a float, as orjson reads it."""
     if isinstance(value, str):
         return clean(value)
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2 ** 63) <= value < 2 ** 64:
+        try:
+            return float(value)
+        except OverflowError:
+            return str(value)
     if isinstance(value, dict):
         return {clean(k) if isinstance(k, str) else k: clean_tree(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [clean_tree(v) for v in value]
     return value
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return clean(value) is not value
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def _no_constant(name: str) -> Any:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
-import traceback
-from typing import Any, BinaryIO, Callable, ContextManager
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.streams import MAX_FRAME, Oversized, Writer, read_frames
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any, BinaryIO, Callable, ContextManager
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 MAX_PENDING_BYTES = 16 * 1024 * 1024
@@ -138,6 +140,7 @@ class Endpoint:
         self._workers_lock = threading.Lock()
         self._closed = threading.Event()
         self._dispatcher_done = threading.Event()
+        self._batch = threading.local()  # frames a thread holds back to write in one go
 
     # ---- outbound -------------------------------------------------------------------------
 
@@ -172,14 +175,23 @@ class Endpoint:
         try:
             data = codec.dumps(frame)
         except TypeError:
-            self._log.error("unencodable frame not sent", detail=traceback.format_exc())
+            self._log.error("unencodable frame not sent", detail=_traceback())
             if "id" not in frame or "method" in frame:
                 return False
             data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("unencodable result")))
         if len(data) > self._max_frame and "id" in frame and "method" not in frame:
             self._log.error(f"response of {len(data)} bytes exceeds the frame cap; an error is sent instead")
             data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("result too large")))
+        held = getattr(self._batch, "frames", None)
+        if held is not None:
+            held.append(data)
+            return True
         return self._writer.send(data, give_up)
+
+    def _write_batch(self, give_up: Callable[[], bool] | None) -> None:
+        held, self._batch.frames = self._batch.frames, None
+        if held:
+            self._writer.send(b"\n".join(held), give_up)
 
     def _respond(self, msg_id: Any, result: Any, give_up: Callable[[], bool] | None = None) -> None:
         self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up)
@@ -221,7 +233,7 @@ class Endpoint:
             try:
                 self._on_close()
             except Exception:
-                self._log.error("on_close failed", detail=traceback.format_exc())
+                self._log.error("on_close failed", detail=_traceback())
         # Frames already queued are still answered (what is owed); on_close has told the
         # handlers to refuse new long work, so this stays quick.
         self._inbox.put((_STOP, 0))
@@ -235,7 +247,7 @@ class Endpoint:
                     break
                 self._take(frame)
         except Exception:
-            self._log.error("input stream failed", detail=traceback.format_exc())
+            self._log.error("input stream failed", detail=_traceback())
         finally:
             self._close()
 
@@ -326,7 +338,7 @@ class Endpoint:
             try:
                 handler(params if isinstance(params, dict) else {})
             except Exception:
-                self._log.error(f"notification {method} failed", detail=traceback.format_exc())
+                self._log.error(f"notification {method} failed", detail=_traceback())
             return
         route = self._routes.get(method)
         if route is None:
@@ -347,7 +359,7 @@ class Endpoint:
             except RpcError as exc:
                 return self._respond_error(msg_id, exc)
             except Exception:
-                self._log.error(f"{method} failed", detail=traceback.format_exc())
+                self._log.error(f"{method} failed", detail=_traceback())
                 return self._respond_error(msg_id, RpcError.internal_error())
         with self._workers_lock:
             worker = threading.Thread(
@@ -373,8 +385,16 @@ class Endpoint:
               give_up: Callable[[], bool] | None = None) -> None:
         try:
             result = route.handler(*args)
-            if not isinstance(result, Reply):
-                return self._respond(msg_id, result, give_up)
+        except RpcError as exc:
+            return self._respond_error(msg_id, exc)
+        except Exception:
+            self._log.error(f"{method} failed", detail=_traceback())
+            return self._respond_error(msg_id, RpcError.internal_error())
+        if not isinstance(result, Reply):
+            return self._respond(msg_id, result, give_up)
+        if result.after is not None:  # the response and what follows it: one write
+            self._batch.frames = []
+        try:
             if result.guard is None:
                 self._respond(msg_id, result.result, give_up)
             else:
@@ -382,15 +402,19 @@ class Endpoint:
                     value = result.result() if callable(result.result) else result.result
                     self._respond(msg_id, value, give_up)
         except RpcError as exc:
-            return self._respond_error(msg_id, exc)
+            self._respond_error(msg_id, exc)
         except Exception:
-            self._log.error(f"{method} failed", detail=traceback.format_exc())
-            return self._respond_error(msg_id, RpcError.internal_error())
-        if result.after is not None:
-            try:
-                result.after()
-            except Exception:
-                self._log.error(f"{method}: follow-up failed", detail=traceback.format_exc())
+            self._log.error(f"{method} failed", detail=_traceback())
+            self._respond_error(msg_id, RpcError.internal_error())
+        else:
+            if result.after is not None:
+                try:
+                    result.after()
+                except Exception:
+                    self._log.error(f"{method}: follow-up failed", detail=_traceback())
+        finally:
+            if result.after is not None:
+                self._write_batch(give_up)
 
 
 def _always() -> bool:
@@ -431,3 +455,9 @@ def _envelope_problem(msg: Any) -> str | None:
     if "result" in msg or "error" in msg:
         return None  # a response; its own checks happen when it is settled
     return "neither a request, a notification nor a response"
+
+
+def _traceback() -> str:
+    import traceback  # lazy: only a failure pays for it
+
+    return traceback.format_exc()

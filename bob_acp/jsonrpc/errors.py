@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

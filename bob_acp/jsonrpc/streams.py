@@ -8,7 +8,10 @@ from __future__ import annotations
 import collections
 import os
 import threading
-from typing import BinaryIO, Callable, Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import BinaryIO, Callable, Iterator
 
 MAX_FRAME = 4 * 1024 * 1024  # bytes in one line, newline excluded
 _DISCARD_CHUNK = 64 * 1024

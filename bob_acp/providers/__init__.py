@@ -5,9 +5,11 @@ Provider modules are imported only when chosen, so start-up never pays for `requ
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
 
-from bob_acp.providers.base import Provider
+    from bob_acp.providers.base import Provider
 
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

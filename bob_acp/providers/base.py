@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsonrpc.codec import clean, clean_tree
 
 
 class ToolCall:
@@ -41,7 +41,7 @@ class ToolCall:
             raise ModelError(f"model returned arguments of tool call '{clean(name)}' that are not a JSON object")
         self.id = clean(str(id))
         self.name = clean(name)
-        self.arguments = arguments
+        self.arguments = clean_tree(arguments)  # what the history keeps must encode and load back
 
     def __repr__(self) -> str:
         return f"ToolCall({self.id!r}, {self.name!r}, {self.arguments!r})"
