@@ -252,12 +252,19 @@ def cancel_latency(bob, env, cwd, script, reps):
         deadline = time.monotonic() + 5
         while len(procs_with(f".{marker}")) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)  # the command's processes are running
+        # An agent that never answers the cancel is a failure, not a hang of the benchmark.
+        watchdog = threading.Timer(10, proc.p.kill)
+        watchdog.start()
         started = time.perf_counter()
         proc.send(dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}) + b"\n")
-        while True:
-            msg = proc.next()
-            if msg.get("id") == msg_id:
-                break
+        try:
+            while True:
+                msg = proc.next()
+                if msg.get("id") == msg_id:
+                    break
+        except RuntimeError:  # killed by the watchdog: no answer
+            msg = {}
+        watchdog.cancel()
         samples.append((time.perf_counter() - started) * 1000)
         wrong += msg.get("result", {}).get("stopReason") != "cancelled"
         deadline = time.monotonic() + 1
@@ -270,6 +277,8 @@ def cancel_latency(bob, env, cwd, script, reps):
                 os.kill(int(pid), 9)
             except OSError:
                 pass
+        if proc.p.poll() is not None:
+            break  # the agent is gone: the repetitions left cannot run
     proc.close()
     return statistics.median(samples), pct(samples, 99), survivors, wrong
 
