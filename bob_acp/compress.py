@@ -35,6 +35,7 @@ class Outcome:
     kept: int = 0
     tokens: int = 0
     seconds: float = 0.0
+    usage: Any = None  # what the summary's model call reported (its cost counts too)
 
 
 def estimate_tokens(messages: list[dict]) -> int:
@@ -105,4 +106,4 @@ def compress(messages: list[dict], provider: Any, keep: int, cancel: Any, model:
     seconds = time.monotonic() - started
     tokens = estimate_tokens(new)
     line = f"🗜️ compressed {len(old)} messages → 1 summary + {len(kept)} kept ({tokens:,} tokens, {seconds:.1f}s)"
-    return Outcome(True, new, line, len(old), len(kept), tokens, seconds)
+    return Outcome(True, new, line, len(old), len(kept), tokens, seconds, reply.usage)

@@ -127,6 +127,8 @@ class Engine:
             return "[compact: failed, history kept: no model is configured]"
         outcome = compress.compress(conv.messages, self.provider, self.cfg.context.keepLastTurns, cancel,
                                     model=conv.model)
+        if outcome.usage is not None:
+            conv.cost += self._price(outcome.usage)
         if outcome.changed:
             conv.messages[:] = outcome.messages
             conv.forget_count()
@@ -248,6 +250,8 @@ class Engine:
         # The turn under way is always kept whole: its question must reach the model.
         keep = max(self.cfg.context.keepLastTurns, 1)
         outcome = compress.compress(conv.messages, self.provider, keep, cancel, model=conv.model)
+        if outcome.usage is not None:
+            conv.cost += self._price(outcome.usage)
         if outcome.changed:
             conv.messages[:] = outcome.messages
             conv.forget_count()
