@@ -143,3 +143,36 @@ def test_cancel_mid_turn_then_load_in_a_new_process(sdk_env, workdir, caplog):
     assert names == ["UserMessageChunk", "AgentMessageChunk", "UserMessageChunk", "AgentMessageChunk",
                      "AvailableCommandsUpdate"]
     assert loader.updates[1].content.text == "one "
+
+
+def test_history_and_selectors_through_the_sdk(tmp_path, bob_env, workdir, caplog):
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump(SCRIPT))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+        "model": {"provider": "script", "script": str(script), "choices": ["model-b"]},
+        "sessions": {"enabled": True}, "acp": {"sessionHistory": True, "configOptions": True}}))
+    client = RecordingClient([])
+
+    async def first(conn):
+        init = await conn.initialize(protocol_version=1)
+        assert init.agent_capabilities.session_capabilities.list is not None
+        session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        assert [o.id for o in session.config_options] == ["model", "mode"]
+        changed = await conn.set_config_option(config_id="model", session_id=session.session_id, value="model-b")
+        assert changed.config_options[0].current_value == "model-b"
+        await conn.prompt(session_id=session.session_id,
+                          prompt=[schema.TextContentBlock(type="text", text="hello history")])
+        listed = await conn.list_sessions(cwd=str(workdir))
+        assert listed.sessions[0].session_id == session.session_id and listed.sessions[0].title == "hello history"
+        return session.session_id
+
+    sid = run(bob_env, str(workdir), client, first, caplog)
+
+    async def second(conn):
+        await conn.initialize(protocol_version=1)
+        resumed = await conn.resume_session(session_id=sid, cwd=str(workdir), mcp_servers=[])
+        assert resumed.config_options[0].current_value == "model-b"  # kept in the file
+        response = await conn.prompt(session_id=sid, prompt=[schema.TextContentBlock(type="text", text="again")])
+        assert response.stop_reason == "end_turn"
+
+    run(bob_env, str(workdir), RecordingClient([]), second, caplog)

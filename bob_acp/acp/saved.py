@@ -12,7 +12,8 @@ import os
 from typing import Any
 
 from bob_acp.acp import protocol as p
-from bob_acp.acp.server import cwd_param, mcp_servers, required_str, sessions, tools, unknown_session
+from bob_acp.acp.params import cwd_param, mcp_servers, required_str, unknown_session
+from bob_acp.acp.server import sessions, tools
 from bob_acp.acp.session import Session
 from bob_acp.acp.updates import result_content
 from bob_acp.engine.turn import new_message_id

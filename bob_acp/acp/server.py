@@ -9,12 +9,12 @@ others run on the dispatcher, which must never block on anything without a bound
 from __future__ import annotations
 
 import collections
-import os
 import sys
 import threading
 
 from bob_acp import __version__
 from bob_acp.acp import protocol as p
+from bob_acp.acp.params import cwd_param, mcp_servers, required_str, unknown_session
 from bob_acp.acp.session import Session
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
@@ -294,33 +294,3 @@ class AgentServer:
             return
         if sid is None and written != session.file_id:
             session.file_id = written
-
-
-def unknown_session(sid: str, reason: str = "") -> RpcError:
-    data: dict[str, Any] = {"sessionId": sid}
-    if reason:
-        data["error"] = reason
-    return RpcError.invalid_params(f"session not found: {sid[:100]}", data=data)
-
-
-def required_str(params: dict, name: str) -> str:
-    value = params.get(name)
-    if not isinstance(value, str):
-        raise RpcError.invalid_params(f"{name}: {'required' if value is None else 'must be a string'}")
-    return value
-
-
-def cwd_param(params: dict) -> str:
-    cwd = required_str(params, "cwd")
-    if not os.path.isabs(cwd):
-        raise RpcError.invalid_params(f"cwd: must be an absolute path, got {cwd[:200]!r}")
-    if "\0" in cwd or not os.path.isdir(cwd):
-        raise RpcError.invalid_params(f"cwd: not a directory: {cwd[:200]!r}")
-    return os.path.normpath(cwd)
-
-
-def mcp_servers(params: dict) -> list:
-    servers = params.get("mcpServers", [])
-    if not isinstance(servers, list):
-        raise RpcError.invalid_params("mcpServers: must be an array")
-    return servers
