@@ -17,6 +17,7 @@ from bob_acp.acp.server import sessions, tools
 from bob_acp.acp.session import Session
 from bob_acp.acp.updates import result_content
 from bob_acp.engine.turn import new_message_id
+from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 
 PAGE = 50
@@ -54,13 +55,13 @@ class Handlers:
         self.server.log.info(f"[acp] session {sid} loaded from {folder}: {replayed} message(s) replayed")
         return self.server.session_result(session, {})
 
-    def resume(self, params: dict) -> dict:
+    def resume(self, params: dict) -> Reply:
         """The session registered again without a replay (the client has it); the model sees
         the whole history."""
         sid, cwd, servers, held = self.prepare_load(params)
         session, folder = self._take_over(sid, cwd, servers, held)
         self.server.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
-        return self.server.session_result(session, {})
+        return Reply(self.server.session_result(session, {}), after=lambda: self.server.report_mcp(session))
 
     def _take_over(self, sid: str, cwd: str, servers: list, held: Session | None) -> tuple[Session, str]:
         server = self.server

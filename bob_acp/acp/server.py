@@ -1,10 +1,7 @@
-"""The agent side of ACP: the method table, initialize/authenticate, session/new, and the
-session table. Turns and commands live in turns.py, saved sessions (load, list, resume, close,
-delete) in saved.py, the model and mode selectors in selectors.py.
-
-Threads: handlers marked worker=True (prompt, load) run on worker threads of the endpoint; all
-others run on the dispatcher, which must never block on anything without a bound.
-"""
+"""The agent side of ACP: the method table, initialize/authenticate, session/new and the session
+table; turns and commands are in turns.py, saved sessions in saved.py, selectors in selectors.py.
+Handlers marked worker=True run on worker threads; the others on the dispatcher, which must never
+block on anything without a bound."""
 
 from __future__ import annotations
 
@@ -78,10 +75,12 @@ class AgentServer:
     # ---- wiring ---------------------------------------------------------------------------
 
     def routes(self) -> dict[str, Route]:
+        # With MCP servers to start (bounded by mcp.timeout), opening a session is long work.
+        slow = bool(self.cfg.mcp.enabled)
         table = {
             p.INITIALIZE: Route(self.initialize),
             p.AUTHENTICATE: Route(self.authenticate),
-            p.SESSION_NEW: Route(self.new_session),
+            p.SESSION_NEW: Route(self.new_session, worker=slow),
             p.SESSION_PROMPT: Route(lambda params, prepared=None: self.part("turns").prompt(params, prepared),
                                     worker=True, prepare=lambda params: self.part("turns").prepare(params)),
         }
@@ -94,7 +93,7 @@ class AgentServer:
         if self.cfg.acp.sessionHistory:
             for method, name in ((p.SESSION_LIST, "list"), (p.SESSION_RESUME, "resume"),
                                  (p.SESSION_CLOSE, "close"), (p.SESSION_DELETE, "delete")):
-                table[method] = Route(self._delegate("saved", name))
+                table[method] = Route(self._delegate("saved", name), worker=slow and name == "resume")
         if self.cfg.acp.configOptions:
             table[p.SESSION_SET_CONFIG_OPTION] = Route(self._delegate("selectors", "set_config_option"))
             table[p.SESSION_SET_MODE] = Route(self._delegate("selectors", "set_mode"))
@@ -107,7 +106,6 @@ class AgentServer:
         def handler(params: dict) -> Any:
             self.require_ready()
             return getattr(self.part(part), name)(params)
-
         return handler
 
     def notifications(self) -> dict:
@@ -131,7 +129,6 @@ class AgentServer:
             if method.startswith("session/"):
                 self.require_ready()
             raise RpcError.method_not_found(method)
-
         return handler
 
     def update(self, sid: str, update: dict, give_up: Callable[[], bool] | None = None) -> None:
@@ -198,24 +195,32 @@ class AgentServer:
         sid = sessions.new_id()
         session = self.make_session(sid, cwd, None, servers)
         self.admit(session)
-        self.log.info(f"[acp] session {sid}: new in {cwd}; {self.mcp_line(servers)}")
+        self.log.info(f"[acp] session {sid}: new in {cwd}; {len(servers)} MCP server(s) "
+                      f"{'started' if self.cfg.mcp.enabled else 'ignored'}")
         self.save(session)
         return Reply(self.session_result(session, {"sessionId": sid}), after=lambda: self.send_commands(session))
 
-    def mcp_line(self, servers: list) -> str:
-        if not self.cfg.mcp.enabled:
-            return f"{len(servers)} MCP server(s) ignored"
-        return f"{len(servers)} MCP server(s) starting"
+    def send_commands(self, session: Session) -> None:
+        self.update(session.id, p.commands_update(skills.available_commands(session.catalog)))
+        self.report_mcp(session)
+
+    def report_mcp(self, session: Session) -> None:
+        """Once, a line to the user for each of the session's MCP servers that could not be used."""
+        if session.mcp is None:
+            return
+        problems, session.mcp.problems = session.mcp.problems, []
+        for line in problems:
+            self.update(session.id, p.agent_chunk(f"⚠️ {line}; its tools are not available in this session.\n"))
 
     def make_session(self, sid: str, cwd: str, stored: list[dict] | None, servers: list | None = None) -> Session:
         catalog = skills.discover(cwd, self.cfg)
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
         mcp = None
-        toolset = tools.BUILTIN
+        toolset: Any = tools.BUILTIN
         if self.cfg.mcp.enabled and servers:
             mcp = mcp_module.start_servers(servers, cwd, self.cfg, self.env, self.log, sid)
-            toolset = toolset.plus(mcp.tools())
+            toolset = mcp_module.SessionTools(tools.BUILTIN, mcp)
         conv = self.engine.new_conversation(cwd, catalog, stored, toolset)
         session = Session(sid, cwd, conv, catalog)
         session.mcp = mcp
@@ -272,9 +277,6 @@ class AgentServer:
         if session is None:
             raise unknown_session(sid)
         return session
-
-    def send_commands(self, session: Session) -> None:
-        self.update(session.id, p.commands_update(skills.available_commands(session.catalog)))
 
     def store(self, cwd: str) -> Any:
         return sessions.SessionStore(cwd, self.cfg.sessions.dir, self.redact, self.log)

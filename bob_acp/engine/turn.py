@@ -174,8 +174,9 @@ class Engine:
     def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> list[Call]:
         stream = _Stream(sink)
         sent = len(conv.messages)
+        tools = conv.tools.current()  # an MCP server's tools may have changed since the last call
         try:
-            reply = self.provider.generate(conv.messages, conv.tools.specs(), stream, cancel, model=conv.model)
+            reply = self.provider.generate(conv.messages, tools.specs(), stream, cancel, model=conv.model)
         except (Cancelled, ModelError):
             if stream.parts:  # what the user already saw stays in the history
                 conv.messages.append(history.assistant("".join(stream.parts)))
@@ -187,7 +188,7 @@ class Engine:
         sink.usage(tokens, self.cfg.context.window, self._cost(conv))
         text = "".join(stream.parts) or reply.text
         per_command = self.cfg.permissions.allowAlways == "command"
-        calls = [make_call(self.refs.next(), tc.name, tc.arguments, conv.tools.get(tc.name), conv.cwd, per_command)
+        calls = [make_call(self.refs.next(), tc.name, tc.arguments, tools.get(tc.name), conv.cwd, per_command)
                  for tc in reply.tool_calls]
         recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments}
                     for tc, c in zip(reply.tool_calls, calls, strict=True)]
@@ -203,7 +204,7 @@ class Engine:
             call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))
         sink.tool_pending(call)
         if call.tool is None:
-            known = ", ".join(conv.tools.names())
+            known = ", ".join(conv.tools.current().names())
             return self._finish(conv, call, sink, failed(f"error: unknown tool '{call.name}'; the tools are: {known}"))
         if times >= self.cfg.loop.stopAt:
             self._finish(conv, call, sink, failed(f"[not run: this exact call was made {times} times in a row]"))

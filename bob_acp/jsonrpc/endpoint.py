@@ -84,9 +84,10 @@ class Pending:
     """One outbound request in flight. wait() blocks until it settles: its answer, abandon()
     (from any thread, e.g. a cancel's callback), or the connection closing."""
 
-    __slots__ = ("_event", "_outcome", "_forget")
+    __slots__ = ("id", "_event", "_outcome", "_forget")
 
-    def __init__(self, forget: Callable[[], None]):
+    def __init__(self, request_id: int, forget: Callable[[], None]):
+        self.id = request_id  # what a cancellation notification names
         self._event = threading.Event()
         self._outcome: Outcome | None = None
         self._forget = forget
@@ -103,6 +104,10 @@ class Pending:
         self._event.wait()
         self._forget()
         return self._outcome  # type: ignore[return-value]
+
+    @property
+    def settled(self) -> bool:
+        return self._event.is_set()
 
 
 class Endpoint:
@@ -153,7 +158,7 @@ class Endpoint:
         """Send a request; its answer is `.wait()`ed on. A request that cannot be sent (the
         connection closed, a value JSON cannot hold) is settled at once."""
         request_id = next(self._ids)
-        pending = Pending(lambda: self._forget(request_id))
+        pending = Pending(request_id, lambda: self._forget(request_id))
         if self._closed.is_set():
             pending.settle(Outcome(closed=True))
             return pending

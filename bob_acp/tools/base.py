@@ -97,6 +97,10 @@ class ToolSet:
     def plus(self, more: Iterable[Tool]) -> "ToolSet":
         return ToolSet(self.tools + tuple(more))
 
+    def current(self) -> "ToolSet":
+        """The tools as they are now (a set whose members come and go returns a fresh one)."""
+        return self
+
 
 def run_in_worker(work: Callable[[Cancel], ToolResult], cancel: Cancel, time_limit: float | None = None,
                   settle_on_cancel: float = 0.0, what: str = "the call") -> ToolResult:

@@ -1,0 +1,295 @@
+"""The two ways to reach an MCP server: stdio (a child process, spoken to through Bob's own
+domain-free JSON-RPC endpoint) and streamable HTTP (over requests). Both offer the same small
+interface: request() with a timeout and a cancel, notify(), close()."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from typing import Any, Callable
+
+from bob_acp.cancel import Cancel
+from bob_acp.exceptions import Cancelled
+from bob_acp.jsonrpc import codec
+from bob_acp.jsonrpc.endpoint import Endpoint, Route
+from bob_acp.jsonrpc.streams import Writer
+
+
+class McpError(Exception):
+    """One line saying what went wrong with a server."""
+
+
+class Connection:
+    name = ""
+    on_notification: Callable[[str, dict], None] = staticmethod(lambda method, params: None)
+
+    def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
+        raise NotImplementedError
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+
+def _settle(outcome: Any, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()
+    if timed_out.is_set():
+        raise McpError(f"{what}: no answer within {timeout:g} s (mcp.timeout)")
+    if outcome.closed:
+        raise McpError(f"{what}: the server went away")
+    if outcome.error is not None:
+        error = outcome.error
+        message = error.get("message") if isinstance(error, dict) else str(error)
+        raise McpError(f"{what}: {codec.clean(str(message))[:300]}")
+    if not isinstance(outcome.result, dict):
+        raise McpError(f"{what}: the answer is not an object")
+    return outcome.result
+
+
+class StdioConnection(Connection):
+    """A server started as a child process in its own process group (so no process of it
+    outlives its session), stdin and stdout for the protocol, stderr to Bob's log."""
+
+    def __init__(self, name: str, command: str, args: list[str], env: dict, cwd: str, log: Any):
+        self.name = name
+        self._log = log
+        self.proc = subprocess.Popen([command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
+                                     close_fds=True)
+        self._writer = Writer(self.proc.stdin.fileno(), on_broken=self._gone)
+        changed = "notifications/tools/list_changed"
+        self._endpoint = Endpoint(self._writer, {"ping": Route(lambda _params: {})},
+                                  {changed: lambda params: self.on_notification(changed, params)}, log)
+        self._served = threading.Thread(target=self._serve, name=f"bob-mcp-{name}", daemon=True)
+        self._served.start()
+        threading.Thread(target=self._drain_stderr, name=f"bob-mcp-{name}-stderr", daemon=True).start()
+        self._closing = False
+
+    def _serve(self) -> None:
+        self._endpoint.serve(self.proc.stdout, drain_timeout=0.1)
+
+    def _gone(self) -> None:
+        self._endpoint.stop()
+
+    def _drain_stderr(self) -> None:
+        for raw in self.proc.stderr:
+            line = codec.clean(raw.decode("utf-8", "replace").rstrip("\n"))[:2000]
+            if line:
+                self._log.info(f"[mcp] {self.name}: {line}")
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self._endpoint._closed.is_set()
+
+    def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
+        pending = self._endpoint.request(method, params)
+        timed_out = threading.Event()
+
+        def expire() -> None:
+            timed_out.set()
+            pending.abandon()
+
+        def cancelled() -> None:
+            pending.abandon()
+            self.notify("notifications/cancelled", {"requestId": pending.id, "reason": "cancelled by the user"})
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        unsubscribe = cancel.subscribe(cancelled) if cancel is not None else (lambda: None)
+        try:
+            outcome = pending.wait()
+        finally:
+            timer.cancel()
+            unsubscribe()
+        return _settle(outcome, method, timed_out, cancel, timeout)
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        self._endpoint.notify(method, params if params is not None else {})
+
+    def close(self) -> None:
+        """Close stdin, give the server a moment, then end its whole process group."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self._endpoint.stop()
+        for sig, grace in ((None, 0.2), (signal.SIGTERM, 0.5), (signal.SIGKILL, 2.0)):
+            if sig is not None:
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                self.proc.wait(grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        try:  # children it left in its group go too
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self._writer.close(0.1)
+
+
+class HttpConnection(Connection):
+    """Streamable HTTP: a POST per message, an answer as JSON or as an event stream, the
+    Mcp-Session-Id the server gives kept for every later request, DELETE at the end."""
+
+    def __init__(self, name: str, url: str, headers: dict[str, str], log: Any):
+        import requests  # lazy: only sessions with HTTP servers pay for it
+
+        self.name = name
+        self.url = url
+        self._log = log
+        self._http = requests.Session()
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                         **headers}
+        self._ids = 0
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed
+
+    def _next_id(self) -> int:
+        with self._lock:
+            self._ids += 1
+            return self._ids
+
+    def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
+        import requests
+
+        from bob_acp.providers.http import _shutdown
+
+        msg_id = self._next_id()
+        body = codec.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        timed_out = threading.Event()
+        holder: dict = {}
+
+        def stop() -> None:
+            response = holder.get("response")
+            if response is not None:
+                _shutdown(response)
+
+        def expire() -> None:
+            timed_out.set()
+            stop()
+
+        def cancelled() -> None:  # (on the cancelling thread: the POST goes on a thread of its own)
+            stop()
+            message = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": {"requestId": msg_id, "reason": "cancelled by the user"}}
+            threading.Thread(target=self._post, args=(message,), name=f"bob-mcp-{self.name}-cancel",
+                             daemon=True).start()
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        unsubscribe = cancel.subscribe(cancelled) if cancel is not None else (lambda: None)
+        try:
+            try:
+                response = self._http.post(self.url, data=body, headers=self._headers, stream=True,
+                                           timeout=(10, timeout))
+                holder["response"] = response
+                answer = self._answer(response, msg_id, method)
+            except requests.exceptions.RequestException as exc:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled() from None
+                if timed_out.is_set():
+                    raise McpError(f"{method}: no answer within {timeout:g} s (mcp.timeout)") from None
+                raise McpError(f"{method}: {type(exc).__name__}: {codec.clean(str(exc))[:200]}") from None
+            except (OSError, ValueError) as exc:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled() from None
+                if timed_out.is_set():
+                    raise McpError(f"{method}: no answer within {timeout:g} s (mcp.timeout)") from None
+                raise McpError(f"{method}: {codec.clean(str(exc))[:200]}") from None
+        finally:
+            timer.cancel()
+            unsubscribe()
+        if "error" in answer:
+            error = answer["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise McpError(f"{method}: {codec.clean(str(message))[:300]}")
+        if not isinstance(answer.get("result"), dict):
+            raise McpError(f"{method}: the answer is not an object")
+        return answer["result"]
+
+    def _answer(self, response: Any, msg_id: int, method: str) -> dict:
+        if response.status_code >= 400:
+            raise McpError(f"{method}: HTTP {response.status_code}")
+        session = response.headers.get("Mcp-Session-Id")
+        if session and method == "initialize":
+            self._headers["Mcp-Session-Id"] = session
+        kind = response.headers.get("Content-Type", "")
+        if kind.startswith("text/event-stream"):
+            return self._from_events(response, msg_id)
+        try:
+            message = codec.loads(response.content)
+        except (codec.JSONDecodeError, RecursionError):
+            raise McpError(f"{method}: the answer is not JSON") from None
+        if not isinstance(message, dict):
+            raise McpError(f"{method}: the answer is not a JSON-RPC message")
+        return message
+
+    def _from_events(self, response: Any, msg_id: int) -> dict:
+        from bob_acp.providers.http import arriving_lines
+        from bob_acp.providers.sse import events
+
+        lines = (raw.decode("utf-8", "replace") for raw in arriving_lines(response.raw))
+        for _name, data in events(lines):
+            if not data.strip():
+                continue  # a priming event
+            try:
+                message = codec.loads(data)
+            except (codec.JSONDecodeError, RecursionError):
+                continue
+            if not isinstance(message, dict):
+                continue
+            if message.get("id") == msg_id and "method" not in message:
+                return message
+            if "method" in message and "id" not in message:
+                self.on_notification(message["method"], message.get("params") or {})
+            elif "method" in message:  # a request from the server on this stream: only ping is served
+                reply = {"result": {}} if message["method"] == "ping" else {
+                    "error": {"code": -32601, "message": f"Method not found: {message['method']}"}}
+                self._post({"jsonrpc": "2.0", "id": message["id"], **reply})
+        raise McpError("the event stream ended without the answer")
+
+    def _post(self, message: dict) -> None:
+        try:
+            self._http.post(self.url, data=codec.dumps(message), headers=self._headers, timeout=(10, 10))
+        except Exception as exc:  # a notification that cannot be delivered changes nothing here
+            self._log.info(f"[mcp] {self.name}: could not send {message.get('method', 'an answer')}: {exc}")
+
+    def notify(self, method: str, params: dict | None = None) -> None:
+        """Sent before returning: notifications/initialized must reach the server before tools/list."""
+        message: dict = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._post(message)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if "Mcp-Session-Id" in self._headers:
+            try:
+                self._http.delete(self.url, headers=self._headers, timeout=(2, 2))
+            except Exception:  # 405 or gone: nothing to end
+                pass
+        self._http.close()

@@ -1,0 +1,292 @@
+"""A session's MCP servers: started together (in parallel, bounded by mcp.timeout), their
+tools offered to the model through the same Tool interface as bash, ended with the session."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from typing import Any
+
+from bob_acp import __version__
+from bob_acp.cancel import Cancel
+from bob_acp.jsonrpc import codec
+from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
+from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
+
+PROTOCOL_VERSION = "2025-11-25"  # the newest revision with the initialize handshake
+ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+MAX_NAME = 64  # the longest tool name model APIs take
+MAX_PAGES = 100  # tools/list pages followed before the list is taken as it is
+
+
+class McpServer:
+    """One server: its connection, its tools as the server named them."""
+
+    def __init__(self, name: str, connection: Connection, cfg: Any, log: Any):
+        self.name = name
+        self.connection = connection
+        self.timeout = float(cfg.mcp.timeout)
+        self.log = log
+        self.listed: list[dict] = []
+        self.changed = threading.Event()  # the server said its tools changed
+        connection.on_notification = self._notified
+
+    def _notified(self, method: str, params: dict) -> None:
+        if method == "notifications/tools/list_changed":
+            self.changed.set()
+
+    def start(self) -> None:
+        result = self.connection.request("initialize", {
+            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__}}, self.timeout)
+        version = result.get("protocolVersion")
+        if version not in ACCEPTED_VERSIONS:
+            raise McpError(f"speaks MCP {str(version)[:40]!r}, not one of {', '.join(ACCEPTED_VERSIONS)}")
+        self.connection.notify("notifications/initialized")
+        self.list_tools()
+
+    def list_tools(self) -> None:
+        found: list[dict] = []
+        cursor = None
+        for _ in range(MAX_PAGES):
+            result = self.connection.request("tools/list", {"cursor": cursor} if cursor else {}, self.timeout)
+            tools = result.get("tools")
+            if not isinstance(tools, list):
+                raise McpError("tools/list: no list of tools")
+            found += [t for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"]]
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                break
+        self.changed.clear()
+        self.listed = found
+
+    def call(self, tool: str, arguments: dict, cancel: Cancel) -> dict:
+        return self.connection.request("tools/call", {"name": tool, "arguments": arguments}, self.timeout, cancel)
+
+
+class McpTool(Tool):
+    """A server's tool, as the model and the client see it."""
+
+    def __init__(self, name: str, server: McpServer, spec: dict):
+        self.name = name
+        self.server = server
+        self.tool = spec["name"]
+        self.description = str(spec.get("description") or spec.get("title") or f"{spec['name']} (from {server.name})")
+        schema = spec.get("inputSchema")
+        self.parameters = schema if isinstance(schema, dict) and schema.get("type") == "object" else {
+            "type": "object", "properties": {}}
+        annotations = spec.get("annotations") if isinstance(spec.get("annotations"), dict) else {}
+        self.kind = "read" if annotations.get("readOnlyHint") is True else "execute"
+
+    def title(self, args: dict) -> str:
+        return f"{self.server.name}: {self.tool}"
+
+    def grant(self, args: dict, cwd: str) -> str:
+        return f"{self.name}: {codec.dumps(args, option=None).decode()}"
+
+    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+        if not self.server.connection.alive:
+            return ToolResult(f"error: the MCP server '{self.server.name}' is gone; its tools are unavailable",
+                              failed=True)
+        try:
+            result = self.server.call(self.tool, args, cancel)
+        except McpError as exc:
+            if not self.server.connection.alive:
+                self.server.log.warning(f"[mcp] {self.server.name}: the server went away")
+            return ToolResult(f"error: MCP server '{self.server.name}': {exc}", failed=True)
+        return ToolResult(result_text(result), failed=result.get("isError") is True)
+
+
+def result_text(result: dict) -> str:
+    """A tools/call result as the model reads it: text joined; other content said in a line."""
+    parts = []
+    for item in result.get("content") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "text" and isinstance(item.get("text"), str):
+            parts.append(item["text"])
+        elif kind in ("image", "audio"):
+            data = item.get("data") if isinstance(item.get("data"), str) else ""
+            size = len(data) * 3 // 4 - data[-2:].count("=")  # the decoded size of base64
+            parts.append(f"[{kind}: {item.get('mimeType', 'unknown type')}, about {size} bytes, not shown]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {item.get('uri', '?')}" + (f" ({item['name']})" if item.get("name") else "") + "]")
+        elif kind == "resource" and isinstance(item.get("resource"), dict):
+            resource = item["resource"]
+            text = resource.get("text")
+            parts.append(f"[resource: {resource.get('uri', '?')}]" + (f"\n{text}" if isinstance(text, str) else ""))
+    if not parts and result.get("structuredContent") is not None:
+        parts.append(codec.dumps(result["structuredContent"]).decode())
+    return codec.clean("\n".join(parts)) or "(no output)"
+
+
+def tool_name(server: str, tool: str, taken: set[str]) -> str:
+    """mcp__<server>__<tool>: characters outside [A-Za-z0-9_-] replaced, at most 64, unique."""
+    raw = f"mcp__{re.sub(r'[^A-Za-z0-9_-]', '_', server)}__{re.sub(r'[^A-Za-z0-9_-]', '_', tool)}"
+    name = raw if len(raw) <= MAX_NAME else raw[:MAX_NAME - 9] + "_" + hashlib.sha1(raw.encode()).hexdigest()[:8]
+    base, n = name, 2
+    while name in taken:
+        suffix = f"_{n}"
+        name = base[:MAX_NAME - len(suffix)] + suffix
+        n += 1
+    taken.add(name)
+    return name
+
+
+class McpSet:
+    """A session's servers. problems: one line per server that could not be used."""
+
+    def __init__(self, servers: list[McpServer], problems: list[str], log: Any):
+        self.servers = servers
+        self.problems = problems
+        self.log = log
+        self._tools: list[McpTool] = []
+        self._lock = threading.Lock()
+        self.generation = 0
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        taken = {"bash", "read_file", "write_file", "edit_file", "read_skill"}
+        tools = []
+        for server in self.servers:
+            if server.connection.alive:
+                tools += [McpTool(tool_name(server.name, spec["name"], taken), server, spec) for spec in server.listed]
+        self._tools = tools
+        self.generation += 1
+
+    def tools(self) -> list[McpTool]:
+        return list(self._tools)
+
+    def refresh(self) -> bool:
+        """Before a model call: list again the tools of servers that said theirs changed, and
+        drop those of servers that went away. True when the set changed."""
+        with self._lock:
+            changed = False
+            for server in self.servers:
+                if server.changed.is_set() and server.connection.alive:
+                    try:
+                        server.list_tools()
+                    except McpError as exc:
+                        self.log.warning(f"[mcp] {server.name}: tools/list failed: {exc}")
+                    changed = True
+            alive = {id(t.server) for t in self._tools if t.server.connection.alive}
+            if changed or alive != {id(t.server) for t in self._tools}:
+                self._rebuild()
+                return True
+            return False
+
+    def close(self) -> None:
+        threads = [threading.Thread(target=s.connection.close, name=f"bob-mcp-close-{s.name}", daemon=True)
+                   for s in self.servers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+
+
+class SessionTools:
+    """The built-in tools plus the session's MCP tools, as they are at each model call."""
+
+    def __init__(self, builtin: ToolSet, mcp: McpSet):
+        self._builtin = builtin
+        self._mcp = mcp
+        self._generation = -1
+        self._current = builtin
+        self.current()
+
+    def current(self) -> ToolSet:
+        self._mcp.refresh()
+        if self._generation != self._mcp.generation:
+            self._current = self._builtin.plus(self._mcp.tools())
+            self._generation = self._mcp.generation
+        return self._current
+
+    def names(self) -> list[str]:
+        return self._current.names()
+
+    def get(self, name: str) -> Tool | None:
+        return self._current.get(name)
+
+    def specs(self) -> list[dict]:
+        return self._current.specs()
+
+
+def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, sid: str) -> McpSet:
+    """Connect to every server the client gave, in parallel; those not ready within mcp.timeout
+    are closed and reported. Never raises: a server that fails is a problem line, not an error."""
+    import os
+
+    base_env = dict(os.environ if env is None else env)
+    results: list[tuple[McpServer | None, str | None]] = [(None, None)] * len(specs)
+    servers_made: list[McpServer | None] = [None] * len(specs)
+
+    def connect(index: int, spec: Any) -> None:
+        name = _name_of(spec, index)
+        try:
+            connection = _connection(spec, name, cwd, base_env, log)
+            server = McpServer(name, connection, cfg, log)
+            servers_made[index] = server
+            server.start()
+            results[index] = (server, None)
+        except McpError as exc:
+            results[index] = (None, f"MCP server '{name}': {exc}")
+        except (OSError, ValueError) as exc:
+            results[index] = (None, f"MCP server '{name}' could not start: {codec.clean(str(exc))[:200]}")
+
+    threads = [threading.Thread(target=connect, args=(i, spec), name=f"bob-mcp-start-{i}", daemon=True)
+               for i, spec in enumerate(specs)]
+    deadline = time.monotonic() + float(cfg.mcp.timeout)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    servers, problems = [], []
+    for index, (server, problem) in enumerate(results):
+        if server is not None and threads[index].is_alive() is False:
+            servers.append(server)
+            log.info(f"[mcp] session {sid}: {server.name}: {len(server.listed)} tool(s)")
+            continue
+        made = servers_made[index]
+        if made is not None:
+            made.connection.close()
+        line = problem or f"MCP server '{_name_of(specs[index], index)}' did not answer within {cfg.mcp.timeout:g} s"
+        log.warning(f"[mcp] session {sid}: {line}")
+        problems.append(line)
+    return McpSet(servers, problems, log)
+
+
+def _name_of(spec: Any, index: int) -> str:
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return codec.clean(name)[:64] if isinstance(name, str) and name else f"server{index + 1}"
+
+
+def _connection(spec: Any, name: str, cwd: str, env: dict, log: Any) -> Connection:
+    if not isinstance(spec, dict):
+        raise McpError("is not an object")
+    kind = spec.get("type", "stdio")
+    if kind == "http":
+        url = spec.get("url")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise McpError("needs an http(s) url")
+        return HttpConnection(name, url, _pairs(spec.get("headers")), log)
+    if kind == "sse":
+        raise McpError("uses the SSE transport, which Bob does not speak (mcpCapabilities.sse is false)")
+    command = spec.get("command")
+    if not isinstance(command, str) or not command:
+        raise McpError("needs a command")
+    args = spec.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise McpError("args must be a list of strings")
+    return StdioConnection(name, command, args, {**env, **_pairs(spec.get("env"))}, cwd, log)
+
+
+def _pairs(items: Any) -> dict[str, str]:
+    """ACP's [{name, value}] lists (env, headers) as a mapping; malformed entries are skipped."""
+    found = {}
+    for item in items or []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str):
+            found[item["name"]] = item["value"]
+    return found

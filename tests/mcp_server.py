@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""An MCP server for Bob's tests, standard library only: stdio (the default) or streamable HTTP.
+
+    python mcp_server.py [--record FILE] [--slow-start S] [--garbage] [--no-answer]
+    python mcp_server.py --http PORT_FILE [--sse] [--record FILE]
+
+Tools: echo (read-only), add, slow (sleeps until cancelled), fail (isError), image, grow (adds a
+tool and says so with notifications/tools/list_changed), crash (the server exits), spawn (starts
+a child that sleeps: for the no-orphan checks). tools/list answers in two pages. --record writes
+every message received, one JSON object a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+TOOLS = [
+    {"name": "echo", "description": "Say the message back.", "annotations": {"readOnlyHint": True},
+     "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}},
+    {"name": "add", "description": "Add two numbers.",
+     "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}},
+    {"name": "slow", "description": "Take a long time.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "fail", "description": "Always fails.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "image", "description": "Returns a picture.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "grow", "description": "Adds a tool.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "crash", "description": "Ends the server.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "spawn", "description": "Starts a child process.",
+     "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}}},
+    {"name": "weird.name with spaces", "description": "A name that needs cleaning.",
+     "inputSchema": {"type": "object", "properties": {}}},
+]
+EXTRA = {"name": "extra", "description": "Added by grow.", "inputSchema": {"type": "object", "properties": {}}}
+
+
+class Server:
+    def __init__(self, send, record: str | None):
+        self.send = send  # send(message dict)
+        self.record = record
+        self.tools = list(TOOLS)
+        self.cancelled: set = set()
+        self.lock = threading.Lock()
+
+    def log(self, message: dict) -> None:
+        if self.record:
+            with self.lock, open(self.record, "a") as handle:
+                handle.write(json.dumps({"at": time.time(), **message}) + "\n")
+
+    def handle(self, message: dict) -> dict | None:
+        """The answer to a request (None for a notification, or a call that was cancelled)."""
+        self.log(message)
+        method = message.get("method")
+        if "id" not in message:
+            if method == "notifications/cancelled":
+                self.cancelled.add(message.get("params", {}).get("requestId"))
+            return None
+        msg_id = message["id"]
+        params = message.get("params") or {}
+        if method == "initialize":
+            return self.result(msg_id, {"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": True}},
+                                        "serverInfo": {"name": "bob-test-mcp", "version": "1"}})
+        if method == "tools/list":
+            half = len(self.tools) // 2
+            if params.get("cursor") == "page2":
+                return self.result(msg_id, {"tools": self.tools[half:]})
+            return self.result(msg_id, {"tools": self.tools[:half], "nextCursor": "page2"})
+        if method == "tools/call":
+            return self.call(msg_id, params.get("name"), params.get("arguments") or {})
+        if method == "ping":
+            return self.result(msg_id, {})
+        return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+
+    def result(self, msg_id, result) -> dict:
+        return {"jsonrpc": "2.0", "id": msg_id, "result": result}
+
+    def text(self, msg_id, text, error=False) -> dict:
+        return self.result(msg_id, {"content": [{"type": "text", "text": text}], "isError": error})
+
+    def call(self, msg_id, name, args) -> dict | None:
+        if name == "echo":
+            return self.text(msg_id, f"echo: {args.get('message')}")
+        if name == "add":
+            return self.text(msg_id, str(args.get("a", 0) + args.get("b", 0)))
+        if name == "slow":
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                if msg_id in self.cancelled:
+                    self.log({"cancelled": msg_id})
+                    return None  # a cancelled request is not answered
+                time.sleep(0.02)
+            return self.text(msg_id, "slow done")
+        if name == "fail":
+            return self.text(msg_id, "it broke", error=True)
+        if name == "image":
+            return self.result(msg_id, {"content": [{"type": "text", "text": "a picture:"},
+                                                    {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}]})
+        if name == "grow":
+            if EXTRA not in self.tools:
+                self.tools.append(EXTRA)
+            self.send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            return self.text(msg_id, "grown")
+        if name == "extra":
+            return self.text(msg_id, "extra tool ran")
+        if name == "crash":
+            os._exit(3)
+        if name == "spawn":
+            subprocess.Popen(["sleep", f"300.{args.get('marker', '0')}"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            return self.text(msg_id, "spawned")
+        return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}}
+
+
+def serve_stdio(args) -> None:
+    out_lock = threading.Lock()
+
+    def send(message: dict) -> None:
+        with out_lock:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+
+    server = Server(send, args.record)
+    if args.garbage:
+        sys.stdout.write("this is not JSON-RPC\n")
+        sys.stdout.flush()
+        time.sleep(0.5)
+        return
+    print("test MCP server ready (stderr goes to Bob's log)", file=sys.stderr, flush=True)
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if message.get("method") == "initialize":
+            if args.no_answer:
+                continue
+            time.sleep(args.slow_start)
+
+        def work(message=message) -> None:
+            answer = server.handle(message)
+            if answer is not None:
+                send(answer)
+
+        threading.Thread(target=work, daemon=True).start()
+
+
+def serve_http(args) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    sessions: set[str] = set()
+    state = {"next": 0}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            message = json.loads(body)
+            sid = self.headers.get("Mcp-Session-Id")
+            if message.get("method") != "initialize" and sid not in sessions:
+                return self.reply(400, b'{"error": "missing or unknown Mcp-Session-Id"}', "application/json")
+            local.pending = []
+            answer = server.handle(message)
+            pending = local.pending
+            headers = {}
+            if message.get("method") == "initialize":
+                state["next"] += 1
+                sid = f"session-{state['next']}"
+                sessions.add(sid)
+                headers["Mcp-Session-Id"] = sid
+            if answer is None:
+                return self.reply(202, b"", "application/json", headers)
+            if args.sse:
+                events = b"".join(b"data: " + json.dumps(m).encode() + b"\n\n" for m in [*pending, answer])
+                return self.reply(200, b": priming\n\n" + events, "text/event-stream", headers)
+            return self.reply(200, json.dumps(answer).encode(), "application/json", headers)
+
+        def do_DELETE(self):
+            sessions.discard(self.headers.get("Mcp-Session-Id"))
+            if args.record:
+                with open(args.record, "a") as handle:
+                    handle.write(json.dumps({"deleted": self.headers.get("Mcp-Session-Id")}) + "\n")
+            self.reply(200, b"", "application/json")
+
+        def reply(self, status, body, kind, headers=None):
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+    local = threading.local()
+    server = Server(lambda message: local.pending.append(message), args.record)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(args.http + ".tmp", "w") as handle:
+        handle.write(str(httpd.server_address[1]))
+    os.replace(args.http + ".tmp", args.http)
+    httpd.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record")
+    parser.add_argument("--slow-start", type=float, default=0.0)
+    parser.add_argument("--garbage", action="store_true")
+    parser.add_argument("--no-answer", action="store_true")
+    parser.add_argument("--http")
+    parser.add_argument("--sse", action="store_true")
+    parser.add_argument("--marker", default="")  # only so tests can find this process in /proc
+    args = parser.parse_args()
+    if args.http:
+        serve_http(args)
+    else:
+        serve_stdio(args)
+
+
+if __name__ == "__main__":
+    main()
