@@ -9,6 +9,7 @@ from bob_acp.cancel import Cancel
 from bob_acp.jsonrpc.endpoint import Outcome
 
 RAW_OUTPUT_LIMIT = p.MAX_TEXT
+CANCEL_FOLLOWS = 0.5  # seconds a "cancelled" permission answer waits for the session/cancel behind it
 
 
 def result_language(name: str, arguments: dict) -> str:
@@ -86,6 +87,11 @@ class TurnSink:
         finally:
             unsubscribe()
         choice = chosen_option(outcome, {o["optionId"] for o in options})
+        if _cancelled_outcome(outcome):
+            # A client answers "cancelled" once it has cancelled the turn (ACP): its session/cancel
+            # is on the way (it goes through the dispatcher, the answer does not). A rejection
+            # either way; give the cancel a moment so the turn ends as the person meant.
+            cancel.wait(CANCEL_FOLLOWS)
         if choice == p.REJECT and not outcome.ok:
             self.server.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: "
                                  f"{str(outcome.error or 'no answer')[:200]}")
@@ -113,6 +119,12 @@ class TurnSink:
         else:
             content = result_content(call.name, call.arguments, result.output)
         self._send(p.tool_call_update(call.ref, status, content, raw))
+
+
+def _cancelled_outcome(outcome: Outcome) -> bool:
+    result = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
+    selected = result.get("outcome")
+    return isinstance(selected, dict) and selected.get("outcome") == "cancelled"
 
 
 def chosen_option(outcome: Outcome, offered: set[str]) -> str:

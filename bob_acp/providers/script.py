@@ -49,6 +49,8 @@ class ScriptProvider:
 
     def _play(self, reply: dict, turn: int, k: int, stream: Stream, cancel: Cancel) -> Reply:
         delay = float(reply.get("delay", 0) or 0)
+        if reply.get("wait") and cancel.wait(float(reply["wait"])):  # a model that takes its time to start
+            raise Cancelled()
         for i, thought in enumerate(reply.get("thoughts") or []):
             if delay and i and cancel.wait(delay):
                 raise Cancelled()
@@ -164,8 +166,9 @@ def _check_reply(reply: Any, where: str, bad: Callable[[str], ModelError]) -> No
     repeat = reply.get("repeat")
     if repeat is not None and (not isinstance(repeat, dict) or not isinstance(repeat.get("count", 0), int)):
         raise bad(f"{where}: repeat needs {{chunk, count}}")
-    if not isinstance(reply.get("delay", 0) or 0, (int, float)):
-        raise bad(f"{where}: delay must be a number of seconds")
+    for key in ("delay", "wait"):
+        if not isinstance(reply.get(key, 0) or 0, (int, float)):
+            raise bad(f"{where}: {key} must be a number of seconds")
     calls = reply.get("tool_calls") or []
     if not isinstance(calls, list):
         raise bad(f"{where}: tool_calls must be a list")

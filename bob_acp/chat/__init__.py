@@ -1,0 +1,336 @@
+"""`bob-acp chat`: a terminal client that spawns bob-acp and talks ACP to it (threads, no asyncio).
+
+    bob-acp chat                  interactive: line editing and history, a paste is one prompt
+    bob-acp chat "PROMPT"         one turn, then exit (0 done, 130 cancelled, 1 otherwise)
+    bob-acp chat --demo           a scripted turn with no model configured
+
+Permission is asked on the terminal: y (once), a (always), n (reject). Ctrl-C cancels the
+running turn (at a permission question too); at the prompt it clears the line and a second one
+quits; /quit and Ctrl-D quit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import time
+
+from bob_acp.chat.agent import Agent, agent_command
+from bob_acp.chat.ask import Asker, Prompter
+from bob_acp.chat.render import Screen, use_colour
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+SPIN_EVERY = 0.1
+STOP_WORDS = {
+    "cancelled": "(cancelled)",
+    "refusal": "(no model is configured: see the message above)",
+    "max_turn_requests": "(stopped: this turn made as many model calls as limits.maxModelCalls allows)",
+}
+KEYS = ("keys: Enter sends · Up/Down recall earlier prompts · Ctrl-C cancels a running turn, "
+        "clears the line at the prompt (twice: quit) · Ctrl-D quits")
+
+class Quit(Exception):
+    """The person asked to leave (a second Ctrl-C)."""
+
+
+class ChatError(Exception):
+    """Something the person is told in one line; the chat ends with status 1."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bob-acp chat", description="Talk to Bob in the terminal over ACP.")
+    parser.add_argument("prompt", nargs="?", help="run this one prompt and exit")
+    answers = parser.add_mutually_exclusive_group()
+    answers.add_argument("--yes", action="store_true", help="allow every tool call without asking")
+    answers.add_argument("--no", action="store_true", help="reject every tool call without asking")
+    parser.add_argument("--json", action="store_true",
+                        help="print the agent's frames as NDJSON on stdout, nothing else (questions go to the terminal)")
+    parser.add_argument("--load", metavar="ID", help="resume a saved session (needs sessions.enabled)")
+    parser.add_argument("--demo", action="store_true", help="play the shipped demo script in a temporary folder")
+    parser.add_argument("--cwd", default=None, help="the session's working directory (default: here)")
+    parser.add_argument("--config", metavar="PATH", help="configuration file for the agent")
+    return parser.parse_args(argv)
+
+
+class Chat:
+    QUIT_WINDOW = 2.0  # seconds after a Ctrl-C that cancelled a turn in which a second one quits
+
+    def __init__(self, agent: Agent, screen: Screen, asker: Asker, cwd: str):
+        self.agent = agent
+        self.screen = screen
+        self.asker = asker
+        self.cwd = cwd
+        self.session_id = ""
+        self.commands: list[dict] = []
+        self.failed = False
+        self._last_message = None
+        self.last_interrupt = 0.0  # when a Ctrl-C last cancelled a turn
+
+    def call(self, method: str, params: dict) -> dict:
+        """A request whose answer arrives with updates and permission requests in between.
+        A Ctrl-C during a prompt cancels it (wherever it lands); a second one quits."""
+        msg_id = self.agent.request(method, params)
+        since = time.monotonic()
+        interrupted = False
+        while True:
+            try:
+                try:
+                    frame = self.agent.events.get(timeout=SPIN_EVERY)
+                except queue.Empty:
+                    self._idle(since, method)
+                    continue
+                since = time.monotonic()
+                response, cancelled = self._handle(frame, msg_id)
+            except KeyboardInterrupt:
+                if interrupted or method != "session/prompt":
+                    raise Quit() from None
+                interrupted = True
+                self.cancel()
+                continue
+            interrupted = interrupted or cancelled
+            if response is not None:
+                return response
+
+    def _handle(self, frame: dict | None, msg_id: int) -> tuple[dict | None, bool]:
+        """(the response, when this frame is it; whether the person cancelled at a question)."""
+        if frame is None:
+            raise ChatError("bob-acp ended unexpectedly")
+        if "_bad_line" in frame:
+            self.screen.line(f"[not a frame: {frame['_bad_line']!r}]", "red")
+        elif frame.get("method") == "session/update":
+            self._update(frame["params"]["update"])
+        elif frame.get("method") == "session/request_permission":
+            return None, self._permission(frame)
+        elif frame.get("id") == msg_id and "method" not in frame:
+            self.screen.clear_spinner()
+            return frame, False
+        return None, False
+
+    def drain(self) -> None:
+        """Take in what the agent sent between requests (the commands update after session/new)."""
+        while True:
+            try:
+                frame = self.agent.events.get_nowait()
+            except queue.Empty:
+                return
+            if frame is None:
+                self.agent.events.put(None)  # the end stays for the next request to see
+                return
+            if frame.get("method") == "session/update":
+                self._update(frame["params"]["update"])
+            elif frame.get("method") == "session/request_permission":
+                self._permission(frame)
+
+    def cancel(self) -> None:
+        self.last_interrupt = time.monotonic()
+        self.screen.line("^C cancelling the turn (Ctrl-C again to quit)", "yellow")
+        self.agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
+
+    def _idle(self, since: float, method: str) -> None:
+        for line in self.agent.new_log_lines():
+            if "; retry " in line and " in " in line:
+                detail = line.split("] ", 1)[-1].split(": ", 1)[-1]
+                self.screen.line(f"↻ {detail}", "yellow")
+        if method == "session/prompt" and time.monotonic() - since > 0.3:
+            self.screen.spin(since)
+
+    def _update(self, update: dict) -> None:
+        kind = update.get("sessionUpdate")
+        if kind == "available_commands_update":
+            self.commands = update.get("availableCommands") or []
+            return
+        message = update.get("messageId")
+        if kind in ("agent_message_chunk", "agent_thought_chunk") and message != self._last_message:
+            self.screen.end_stream()  # a new message starts on its own line
+        self._last_message = message
+        self.screen.update(update)
+
+    def _permission(self, frame: dict) -> bool:
+        """Answer a permission request; True when the person pressed Ctrl-C (the turn is cancelled)."""
+        params = frame["params"]
+        call = params.get("toolCall", {})
+        title = call.get("title", "a tool")
+        options = {o.get("kind"): o.get("optionId") for o in params.get("options", [])}
+        always = next((o.get("name", "") for o in params.get("options", []) if o.get("kind") == "allow_always"), "")
+        scope = always.replace("Always allow ", "").replace(" in this session", "") or "this tool"
+        self.screen.end_stream()
+        self.screen.clear_spinner()
+        for item in call.get("content") or []:  # the proposed change, before the answer
+            if item.get("type") == "diff":
+                change = (item.get("oldText"), item.get("newText", ""), item.get("path", ""))
+                self.screen.shown_diffs[call.get("toolCallId")] = change
+                self.screen.write(self.screen.diff(*change))
+        if not self.asker.can_ask:
+            self.screen.line(f"  rejected {title}: there is no terminal to ask on (--yes allows every call)", "yellow")
+        choice = self.asker.ask(title, scope, self.screen.paint)
+        if self.asker.yes:
+            self.screen.line(f"  allowed (--yes): {title}", "dim")
+        if choice == "cancelled":  # as ACP has it: the turn's cancel, then the pending question answered
+            self.cancel()
+            self.agent.answer(frame["id"], {"outcome": {"outcome": "cancelled"}})
+            return True
+        kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once"}[choice]
+        self.agent.answer(frame["id"], {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}})
+        return False
+
+    def start(self, load: str | None) -> None:
+        init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {},
+                                        "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
+        _result(init, "bob-acp did not start")
+        if load:
+            self.screen.line(f"Loaded session {load}:", "bold")
+            response = self.call("session/load", {"sessionId": load, "cwd": self.cwd, "mcpServers": []})
+            self.screen.end_stream()
+            _result(response, f"cannot load session {load}")
+            self.session_id = load
+        else:
+            self.session_id = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": []}),
+                                      f"cannot open a session in {self.cwd}")["sessionId"]
+
+    def turn(self, text: str) -> str:
+        """One prompt; its stop reason, or "error"."""
+        self._last_message = None
+        response = self.call("session/prompt", {"sessionId": self.session_id,
+                                                "prompt": [{"type": "text", "text": text}]})
+        self.screen.end_stream()
+        if "error" in response:
+            self.failed = True
+            self.screen.line(f"error: {_error_line(response['error'])}", "red")
+            return "error"
+        stop = response["result"]["stopReason"]
+        if stop in STOP_WORDS:
+            self.screen.line(STOP_WORDS[stop], "yellow" if stop != "cancelled" else "dim")
+        self.screen.usage_line()
+        return stop
+
+    def help_text(self) -> str:
+        lines = ["commands of this chat: /help (this list), /quit (leave)", "commands of the agent:"]
+        lines += [f"  /{c['name']:<16} {c.get('description', '')}" for c in self.commands]
+        return "\n".join(lines + [KEYS])
+
+
+def _result(response: dict, what: str) -> dict:
+    if "error" in response:
+        raise ChatError(f"{what}: {_error_line(response['error'])}")
+    return response["result"]
+
+
+def _error_line(error: dict) -> str:
+    """An error in words: the one-line reason Bob gave, without the protocol's prefixes."""
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    if data.get("error"):
+        return str(data["error"])
+    message = str(error.get("message", "unknown error"))
+    if error.get("code") == -32601 and "session/load" in message:
+        return "this Bob keeps no sessions (set sessions: {enabled: true} in its config to use --load)"
+    for prefix in ("Invalid params: ", "Invalid request: ", "Internal error: "):
+        message = message.removeprefix(prefix)
+    return message
+
+
+def _demo(env: dict) -> tuple[str, str, str]:
+    """(temporary folder, its config, the project folder) for the demo."""
+    import orjson
+
+    folder = tempfile.mkdtemp(prefix="bob-demo-")
+    config = os.path.join(folder, ".bob-demo-config.yaml")
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "demo.yaml")
+    with open(config, "w", encoding="utf-8") as handle:
+        handle.write(f"model:\n  provider: script\n  script: {orjson.dumps(script).decode()}\nlog:\n  level: warning\n")
+    project = os.path.join(folder, "project")
+    os.makedirs(project)
+    return folder, config, project
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    env = dict(os.environ)
+    cwd = os.path.abspath(args.cwd or os.getcwd())
+    asker = Asker(args.yes, args.no, sys.stderr)
+    if args.json and not asker.can_ask:
+        sys.stderr.write("bob-acp chat: --json needs --yes or --no here: there is no terminal to ask permission on\n")
+        return EXIT_USAGE
+    demo_dir, config = None, args.config
+    if args.demo:
+        demo_dir, config, cwd = _demo(env)
+    screen = Screen(sys.stdout, use_colour(sys.stdout, env) and not args.json, cwd, quiet=args.json)
+    agent = Agent(agent_command(config), env, sys.stdout if args.json else None)
+    chat = Chat(agent, screen, asker, cwd)
+    try:
+        return _run(chat, args, Prompter(env))
+    except (Quit, KeyboardInterrupt):  # (a Ctrl-C between two steps of the chat is a quit too)
+        screen.line("bye")
+        return EXIT_CANCELLED if args.prompt is not None or args.demo else EXIT_OK
+    except ChatError as exc:
+        chat.failed = True
+        if args.json:
+            sys.stderr.write(f"bob-acp chat: {exc}\n")
+        else:
+            screen.line(f"bob-acp chat: {exc}", "red")
+        return EXIT_FAILED
+    except BrokenPipeError:  # `bob-acp chat … | head`
+        _quiet_stdout()
+        return EXIT_OK
+    finally:
+        try:
+            agent.close(keep_log=chat.failed, err=sys.stderr)
+        finally:
+            asker.close()
+            if demo_dir:
+                shutil.rmtree(demo_dir, ignore_errors=True)
+
+
+def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
+    chat.start(args.load)
+    screen = chat.screen
+    if args.demo or args.prompt is not None:
+        if args.demo:
+            screen.line(f"Demo: a scripted model, working in {chat.cwd}", "dim")
+        stop = chat.turn(args.prompt or "Show me what you can do.")
+        return EXIT_OK if stop == "end_turn" else EXIT_CANCELLED if stop == "cancelled" else EXIT_FAILED
+    screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}). /help lists the commands; "
+                "/quit or Ctrl-D leaves.", "dim")
+    try:
+        return _loop(chat, prompter)
+    finally:
+        prompter.save()
+
+
+def _loop(chat: Chat, prompter: Prompter) -> int:
+    screen = chat.screen
+    armed = False  # a first Ctrl-C at the prompt: a second one quits
+    while True:
+        try:
+            text = prompter.read(screen.paint("you> ", "bold"))
+        except EOFError:
+            screen.line("")
+            return EXIT_OK
+        except KeyboardInterrupt:
+            if armed or time.monotonic() - chat.last_interrupt < chat.QUIT_WINDOW:
+                raise Quit() from None  # a second Ctrl-C, also right after one that cancelled a turn
+            armed = True
+            screen.at_line_start = False
+            screen.line("(line cleared: Ctrl-C again, Ctrl-D or /quit to leave)", "dim")
+            continue
+        armed = False
+        command = text.strip()
+        if not command:
+            continue
+        if command in ("/quit", "/exit"):
+            return EXIT_OK
+        if command == "/help":
+            chat.drain()
+            screen.line(chat.help_text())
+            continue
+        chat.turn(text)
+
+
+def _quiet_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
