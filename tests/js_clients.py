@@ -1,5 +1,5 @@
 """The npm clients the end-to-end tests drive Bob with (acpx, the official TypeScript SDK),
-installed with `npm ci` into tests/js/node_modules from the pinned lock file on first use.
+installed into tests/js/node_modules from the pinned lock file on first use.
 
 Without node the tests that need it skip, saying why; under CI=true a missing node or a failed
 install fails them instead, so a green CI always means they ran.
@@ -39,13 +39,23 @@ def ensure() -> str:
         marker = os.path.join(HERE, "node_modules", ".package-lock.json")
         lock = os.path.join(HERE, "package-lock.json")
         if not os.path.exists(marker) or os.path.getmtime(marker) < os.path.getmtime(lock):
-            proc = subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE,
-                                  capture_output=True, text=True, timeout=600)
+            # Not `npm ci`: acpx's @openclaw/fs-safe names optional per-platform packages at versions
+            # never published for macOS and Windows, which npm cannot put in a lock file, and
+            # `npm ci` then refuses the lock as out of sync. `npm install --no-save` installs
+            # exactly what the lock pins and leaves it untouched.
+            proc = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"],
+                                  cwd=HERE, capture_output=True, text=True, timeout=600)
             if proc.returncode != 0:
-                _state["error"] = f"npm ci in tests/js failed: {proc.stderr.strip()[-800:]}"
+                _state["error"] = f"npm install in tests/js failed: {_npm_reason(proc.stderr)}"
                 _unavailable(_state["error"])
         _state["ready"] = True
         return HERE
+
+
+def _npm_reason(stderr: str) -> str:
+    """npm's first lines say what went wrong; its usage text and log path after them do not."""
+    lines = [line for line in stderr.splitlines() if line.strip() not in ("", "npm error")]
+    return "\n".join(lines[:8])
 
 
 def bin_path(name: str) -> str:
