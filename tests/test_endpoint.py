@@ -17,14 +17,14 @@ from bob_acp.jsonrpc.streams import Writer
 
 
 class Harness:
-    def __init__(self, routes, notifications=None, on_close=None, urgent=frozenset()):
+    def __init__(self, routes, notifications=None, on_close=None, urgent=frozenset(), in_order=frozenset()):
         self.in_r, self.in_w = os.pipe()
         self.out_r, self.out_w = os.pipe()
         self.writer = Writer(self.out_w)
         self.lines: queue.Queue = queue.Queue()
         bob_log.setup("error")
         self.endpoint = Endpoint(self.writer, routes, notifications or {}, bob_log.get("test"),
-                                 on_close=on_close, urgent=urgent, max_frame=1024)
+                                 on_close=on_close, urgent=urgent, max_frame=1024, in_order=in_order)
         self._collector = threading.Thread(target=self._collect, daemon=True)
         self._collector.start()
         self.served = threading.Thread(target=self.endpoint.serve, args=(os.fdopen(self.in_r, "rb"),), daemon=True)
@@ -237,6 +237,26 @@ def test_outbound_request_gets_its_answer_and_ignores_a_second(harness):
     h.send({"jsonrpc": "2.0", "id": req["id"], "result": {"answer": 43}})
     t.join(3)
     assert outcomes[0].ok and outcomes[0].result == {"answer": 42}
+
+
+def test_an_in_order_notification_is_seen_before_the_answer_sent_after_it(harness):
+    """MCP's tools/list_changed comes before the answer to the call that changed the tools; the
+    caller must see it when its answer arrives, even with the dispatcher busy elsewhere."""
+    gate = threading.Event()
+    seen = []
+    h = harness({"block": Route(lambda p: gate.wait(5) and {})},
+                notifications={"changed": lambda p: seen.append(p)}, in_order=frozenset({"changed"}))
+    h.send({"jsonrpc": "2.0", "id": 0, "method": "block", "params": {}})  # holds the dispatcher
+    seen_at_answer = []
+    t = threading.Thread(target=lambda: (h.endpoint.request("call", {}).wait(), seen_at_answer.append(list(seen))))
+    t.start()
+    req = h.next()
+    h.send({"jsonrpc": "2.0", "method": "changed", "params": {"n": 1}})
+    h.send({"jsonrpc": "2.0", "id": req["id"], "result": {}})
+    t.join(3)
+    assert seen_at_answer == [[{"n": 1}]]
+    gate.set()
+    assert h.next()["id"] == 0
 
 
 @pytest.mark.parametrize("answer, why", [

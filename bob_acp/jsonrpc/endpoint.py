@@ -5,7 +5,9 @@ Threads and how each stops:
 - reader: reads frames until EOF (or stop()); then resolves pending outbound requests as closed,
   calls on_close, and puts the STOP sentinel behind the frames still queued. When the inbound
   queue is full it waits for room (backpressure: the client's writes block), except for
-  responses to Bob's requests and `urgent` notifications, which never wait;
+  responses to Bob's requests and `urgent` notifications, which never wait; `in_order`
+  notifications are handled by the reader itself, so their effect is seen by whoever waits on
+  an answer the peer sent after them (their handlers must be quick and never block);
 - dispatcher: routes frames until it takes STOP off the queue; short handlers run inline,
   `worker=True` routes each run on a thread of their own so the dispatcher stays free;
 - workers: end with their handler; serve() waits for them (bounded) before it returns;
@@ -120,6 +122,7 @@ class Endpoint:
         on_close: Callable[[], None] | None = None,
         urgent: frozenset[str] = frozenset(),
         max_frame: int = MAX_FRAME,
+        in_order: frozenset[str] = frozenset(),
     ):
         self._writer = writer
         self._routes = routes
@@ -127,6 +130,7 @@ class Endpoint:
         self._log = log
         self._on_close = on_close
         self._urgent = urgent  # notifications that never wait for room (e.g. cancel)
+        self._in_order = in_order  # notifications handled on the reader, before later answers settle
         self._max_frame = max_frame
         # SimpleQueue (C) hands a frame to the dispatcher faster than a Condition; the bound is
         # kept beside it, under its own lock, whose Condition the reader waits on when full.
@@ -272,6 +276,8 @@ class Endpoint:
         if problem:
             return self._respond_error(None, RpcError.invalid_request(problem))
         if "method" in msg:
+            if "id" not in msg and msg["method"] in self._in_order:
+                return self._notified(msg)
             return self._enqueue(msg, len(frame))
         self._settle(msg)
 
@@ -331,20 +337,23 @@ class Endpoint:
         finally:
             self._dispatcher_done.set()
 
+    def _notified(self, msg: dict) -> None:
+        method = msg["method"]
+        handler = self._notifications.get(method)
+        if handler is None:
+            self._log.debug(f"unknown notification {method} ignored")
+            return
+        params = msg.get("params")
+        try:
+            handler(params if isinstance(params, dict) else {})
+        except Exception:
+            self._log.error(f"notification {method} failed", detail=_traceback())
+
     def _dispatch(self, msg: dict, size: int) -> None:
         method = msg["method"]
         msg_id = msg.get("id", _NO_ID)
         if msg_id is _NO_ID:
-            handler = self._notifications.get(method)
-            if handler is None:
-                self._log.debug(f"unknown notification {method} ignored")
-                return
-            params = msg.get("params")
-            try:
-                handler(params if isinstance(params, dict) else {})
-            except Exception:
-                self._log.error(f"notification {method} failed", detail=_traceback())
-            return
+            return self._notified(msg)
         route = self._routes.get(method)
         if route is None:
             return self._respond_error(msg_id, RpcError.method_not_found(method))

@@ -67,8 +67,11 @@ class StdioConnection(Connection):
                                      close_fds=True)
         self._writer = Writer(self.proc.stdin.fileno(), on_broken=self._gone)
         changed = "notifications/tools/list_changed"
+        # In order: a server that adds a tool says so before answering the call that added it,
+        # and the turn must see the change before its next model call.
         self._endpoint = Endpoint(self._writer, {"ping": Route(lambda _params: {})},
-                                  {changed: lambda params: self.on_notification(changed, params)}, log)
+                                  {changed: lambda params: self.on_notification(changed, params)}, log,
+                                  in_order=frozenset({changed}))
         self._served = threading.Thread(target=self._serve, name=f"bob-mcp-{name}", daemon=True)
         self._served.start()
         threading.Thread(target=self._drain_stderr, name=f"bob-mcp-{name}-stderr", daemon=True).start()
