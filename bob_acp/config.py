@@ -101,13 +101,11 @@ class Section:
     """Read-only attribute access to one level of the config (cfg.model.name)."""
 
     def __init__(self, values: dict[str, Any]):
-        object.__setattr__(self, "_values", values)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        # In the instance's own __dict__, so cfg.model.name is a plain attribute lookup: the
+        # config is read on every request's path (a __getattr__ per step cost a Python call).
+        own = object.__getattribute__(self, "__dict__")
+        own.update(values)
+        own["_values"] = values
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("config is read-only")

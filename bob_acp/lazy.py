@@ -12,15 +12,23 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
 
 
 class LazyModule:
-    """Stands for a module until an attribute is read, then is that module's attribute."""
+    """Stands for a module until an attribute is read, then is that module's attribute.
 
-    def __init__(self, name: str):
+    Given the namespace that holds it (`globals()`) and its name there, the first load puts the
+    module itself in its place, so later uses are plain attribute lookups on the module (the
+    proxy's `__getattr__` on every use cost a Python call on each request's path)."""
+
+    def __init__(self, name: str, namespace: dict | None = None, alias: str | None = None):
         self._name = name
         self._module: ModuleType | None = None
+        self._namespace = namespace
+        self._alias = alias
 
     def load(self) -> ModuleType:
         if self._module is None:
             self._module = importlib.import_module(self._name)
+            if self._namespace is not None and self._namespace.get(self._alias) is self:
+                self._namespace[self._alias] = self._module
         return self._module
 
     def __getattr__(self, attr: str) -> Any:
@@ -35,7 +43,10 @@ def warm(*modules: LazyModule | Callable[[], Any]) -> None:
     def run() -> None:
         for module in modules:
             try:
-                module.load() if isinstance(module, LazyModule) else module()
+                if isinstance(module, LazyModule):
+                    module.load()
+                elif not isinstance(module, ModuleType):  # a module already in its place is loaded
+                    module()
             except Exception:  # the real use will raise it where it can be reported
                 pass
 

@@ -102,10 +102,36 @@ def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        logger_factory=lambda *_args: _pending,
         cache_logger_on_first_use=True,
     )
     return structlog.get_logger
+
+
+class _Lines:
+    """structlog's output: rendered lines gathered, written with one write per batch (a write
+    and a flush per line cost a system call each, under load thousands a second)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def msg(self, message: str) -> None:
+        self.lines.append(message)
+
+    debug = info = warning = error = critical = exception = log = fatal = failure = err = msg
+
+    def write_to(self, stream: TextIO) -> None:
+        if not self.lines:
+            return
+        text, self.lines = "\n".join(self.lines) + "\n", []
+        try:
+            stream.write(text)
+            stream.flush()
+        except Exception:  # a broken stream must not take the process down
+            pass
+
+
+_pending = _Lines()
 
 
 def _take() -> list:
@@ -143,8 +169,10 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
     while True:
         for item in _take():
             if item is _STOP:
+                _pending.write_to(stream)
                 return
             if isinstance(item, threading.Event):  # a flush marker
+                _pending.write_to(stream)
                 item.set()
             elif callable(item):
                 try:
@@ -153,6 +181,7 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
                     emit("error", "bob", f"deferred log job failed: {exc!r}", {"_at": time.time()})
             else:
                 emit(*item)
+        _pending.write_to(stream)
 
 
 def _put(item: Any, bounded: bool = True) -> None:

@@ -111,15 +111,15 @@ def project_root(cwd: str) -> str:
 
 def _walk(cwd: str) -> tuple[str, list[str]]:
     """(the project root, the folders from cwd up to it that hold an AGENTS.md)."""
-    folder, holding, seen = cwd, [], []
+    folder, holding = cwd, []
+    dirname, level = os.path.dirname, _level
     for _ in range(MAX_LEVELS):
-        has_git, has_agents = _level(folder)
-        seen.append(folder)
+        has_git, has_agents = level(folder)
         if has_agents:
             holding.append(folder)
         if has_git:
             return folder, holding
-        parent = os.path.dirname(folder)
+        parent = dirname(folder)
         if parent == folder:
             break
         folder = parent

@@ -23,14 +23,14 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any, Callable
 
 # Not needed to answer `initialize`: loaded on first use, or warmed once initialize is answered.
-engine = LazyModule("bob_acp.engine")
-sessions = LazyModule("bob_acp.sessions")
-skills = LazyModule("bob_acp.skills")
-tools = LazyModule("bob_acp.tools")
-turns_module = LazyModule("bob_acp.acp.turns")
-saved_module = LazyModule("bob_acp.acp.saved")
-selectors_module = LazyModule("bob_acp.acp.selectors")
-mcp_module = LazyModule("bob_acp.mcp")
+engine = LazyModule("bob_acp.engine", globals(), "engine")
+sessions = LazyModule("bob_acp.sessions", globals(), "sessions")
+skills = LazyModule("bob_acp.skills", globals(), "skills")
+tools = LazyModule("bob_acp.tools", globals(), "tools")
+turns_module = LazyModule("bob_acp.acp.turns", globals(), "turns_module")
+saved_module = LazyModule("bob_acp.acp.saved", globals(), "saved_module")
+selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")
+mcp_module = LazyModule("bob_acp.mcp", globals(), "mcp_module")
 
 DEFAULT_MAX_SESSIONS = 1024
 
