@@ -57,25 +57,23 @@ class TurnQueue:
 
     def _withdraw(self, ticket: Ticket) -> None:
         with self._lock:
-            if ticket.granted or ticket.withdrawn:
-                return  # its turn has come: the turn itself sees the cancel and ends
-            ticket.withdrawn = True
-            try:
-                self._waiting.remove(ticket)
-            except ValueError:
-                pass
-            ticket._event.set()
+            self._leave(ticket)  # granted already: the turn itself sees the cancel and ends
+
+    def _leave(self, ticket: Ticket) -> None:
+        """A ticket not granted gives its place up (called with the lock held)."""
+        if ticket.granted or ticket.withdrawn:
+            return
+        ticket.withdrawn = True
+        try:
+            self._waiting.remove(ticket)
+        except ValueError:
+            pass
+        ticket._event.set()
 
     def _release(self, ticket: Ticket) -> None:
         with self._lock:
             if self._holder is not ticket:
-                if not ticket.granted and not ticket.withdrawn:
-                    ticket.withdrawn = True
-                    try:
-                        self._waiting.remove(ticket)
-                    except ValueError:
-                        pass
-                    ticket._event.set()
+                self._leave(ticket)
                 return
             self._holder = None
             if self._waiting:
