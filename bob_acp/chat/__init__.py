@@ -15,6 +15,7 @@ import argparse
 import os
 import queue
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -263,6 +264,7 @@ def main(argv: list[str]) -> int:
     try:
         return _run(chat, args, Prompter(env))
     except (Quit, KeyboardInterrupt):  # (a Ctrl-C between two steps of the chat is a quit too)
+        _no_more_interrupts()
         screen.line("bye")
         return EXIT_CANCELLED if args.prompt is not None or args.demo else EXIT_OK
     except ChatError as exc:
@@ -276,6 +278,7 @@ def main(argv: list[str]) -> int:
         _quiet_stdout()
         return EXIT_OK
     finally:
+        _no_more_interrupts()  # leaving: a Ctrl-C now (a person pressing twice) changes nothing
         try:
             agent.close(keep_log=chat.failed, err=sys.stderr)
         finally:
@@ -327,6 +330,10 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
             screen.line(chat.help_text())
             continue
         chat.turn(text)
+
+
+def _no_more_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _quiet_stdout() -> None:
