@@ -39,20 +39,35 @@ class Connection:
         raise NotImplementedError
 
 
-def _settle(outcome: Any, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
+def _interruption(what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> Exception | None:
+    """Why a request ended early, when it did: the user's cancel, or mcp.timeout."""
     if cancel is not None and cancel.is_set():
-        raise Cancelled()
+        return Cancelled()
     if timed_out.is_set():
-        raise McpError(f"{what}: no answer within {timeout:g} s (mcp.timeout)")
+        return McpError(f"{what}: no answer within {timeout:g} s (mcp.timeout)")
+    return None
+
+
+def _error(what: str, error: Any) -> McpError:
+    message = error.get("message") if isinstance(error, dict) else error
+    return McpError(f"{what}: {codec.clean(str(message))[:300]}")
+
+
+def _result(what: str, result: Any) -> dict:
+    if not isinstance(result, dict):
+        raise McpError(f"{what}: the answer is not an object")
+    return result
+
+
+def _settle(outcome: Any, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
+    problem = _interruption(what, timed_out, cancel, timeout)
+    if problem is not None:
+        raise problem
     if outcome.closed:
         raise McpError(f"{what}: the server went away")
     if outcome.error is not None:
-        error = outcome.error
-        message = error.get("message") if isinstance(error, dict) else str(error)
-        raise McpError(f"{what}: {codec.clean(str(message))[:300]}")
-    if not isinstance(outcome.result, dict):
-        raise McpError(f"{what}: the answer is not an object")
-    return outcome.result
+        raise _error(what, outcome.error)
+    return _result(what, outcome.result)
 
 
 class StdioConnection(Connection):
@@ -209,28 +224,16 @@ class HttpConnection(Connection):
                                            timeout=(10, timeout))
                 holder["response"] = response
                 answer = self._answer(response, msg_id, method)
-            except requests.exceptions.RequestException as exc:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled() from None
-                if timed_out.is_set():
-                    raise McpError(f"{method}: no answer within {timeout:g} s (mcp.timeout)") from None
-                raise McpError(f"{method}: {type(exc).__name__}: {codec.clean(str(exc))[:200]}") from None
-            except (OSError, ValueError) as exc:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled() from None
-                if timed_out.is_set():
-                    raise McpError(f"{method}: no answer within {timeout:g} s (mcp.timeout)") from None
-                raise McpError(f"{method}: {codec.clean(str(exc))[:200]}") from None
+            except (OSError, ValueError) as exc:  # requests' exceptions are OSErrors too
+                kind = f"{type(exc).__name__}: " if isinstance(exc, requests.exceptions.RequestException) else ""
+                problem = _interruption(method, timed_out, cancel, timeout)
+                raise (problem or McpError(f"{method}: {kind}{codec.clean(str(exc))[:200]}")) from None
         finally:
             timer.cancel()
             unsubscribe()
         if "error" in answer:
-            error = answer["error"]
-            message = error.get("message") if isinstance(error, dict) else error
-            raise McpError(f"{method}: {codec.clean(str(message))[:300]}")
-        if not isinstance(answer.get("result"), dict):
-            raise McpError(f"{method}: the answer is not an object")
-        return answer["result"]
+            raise _error(method, answer["error"])
+        return _result(method, answer.get("result"))
 
     def _answer(self, response: Any, msg_id: int, method: str) -> dict:
         if response.status_code >= 400:
