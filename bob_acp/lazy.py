@@ -11,6 +11,9 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any, Callable
 
 
+_load_lock = threading.RLock()
+
+
 class LazyModule:
     """Stands for a module until an attribute is read, then is that module's attribute.
 
@@ -26,9 +29,16 @@ class LazyModule:
 
     def load(self) -> ModuleType:
         if self._module is None:
-            self._module = importlib.import_module(self._name)
-            if self._namespace is not None and self._namespace.get(self._alias) is self:
-                self._namespace[self._alias] = self._module
+            # One first load at a time: the warm-up thread and the dispatcher importing two of
+            # Bob's modules that import each other's parts can meet in the import system's
+            # per-module locks, which then raises _DeadlockError (seen once as an Internal error
+            # on a session/new right after initialize).
+            with _load_lock:
+                if self._module is None:
+                    module = importlib.import_module(self._name)
+                    if self._namespace is not None and self._namespace.get(self._alias) is self:
+                        self._namespace[self._alias] = module
+                    self._module = module
         return self._module
 
     def __getattr__(self, attr: str) -> Any:
