@@ -98,6 +98,7 @@ def serve(cfg: Any) -> int:
     known = secrets.values(cfg, env, key)
     logging_setup.add_secrets(known)
     redactor = secrets.Redactor(known)
+    secrets.hide_from_children(secrets.dropped(cfg, env))  # `env` keeps them for Bob's own use
     provider = providers.make_provider(cfg, env, known)
     cwd = os.getcwd()
     logging_setup.defer(lambda: _banner(log, cfg, provider, cwd))
@@ -124,6 +125,10 @@ def serve(cfg: Any) -> int:
         import importlib
 
         importlib.import_module("bob_acp.tools").kill_all()  # waits if the warm-up is importing it
+    if "bob_acp.children" in sys.modules:  # whatever escaped its group and was reparented to Bob
+        from bob_acp import children
+
+        children.end_orphans(None)
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")

@@ -33,6 +33,38 @@ def dropped(cfg: Any, env: dict[str, str]) -> dict[str, str]:
             if name in keys or any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
 
 
+def hide_from_children(names: Iterable[str]) -> int:
+    """Take these variables out of this process's own environment block, so a child cannot
+    read them in /proc/<Bob's pid>/environ (Bob keeps their values in memory). The bytes the
+    kernel shows there are overwritten in place, then the variables are unset. Returns how many
+    were hidden; 0 where this cannot be done (not Linux, no libc)."""
+    import os
+    import sys
+
+    names = {name for name in names if name in os.environ}
+    if not names or not sys.platform.startswith("linux"):
+        return 0
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    prefixes = tuple(name.encode() + b"=" for name in names)
+    hidden, index = 0, 0
+    while environ[index]:
+        address = environ[index]
+        item = ctypes.string_at(address)
+        if item.startswith(prefixes):
+            ctypes.memset(address, 0, len(item))
+            hidden += 1
+        index += 1
+    for name in names:
+        os.environ.pop(name, None)
+    return hidden
+
+
 def child_env(cfg: Any, env: dict[str, str]) -> dict[str, str]:
     drop = dropped(cfg, env)
     return {name: value for name, value in env.items() if name not in drop}

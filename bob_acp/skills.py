@@ -51,6 +51,8 @@ class Skill:
         if self.listed is not None:
             return self.listed
         found, self.more = _files(self.folder)
+        if self.source == "project":  # a link out of the project is not the skill's own file
+            found = [path for path in found if _within(os.path.realpath(path), os.path.realpath(self.folder))]
         return found
 
 
@@ -190,6 +192,8 @@ def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill
 
     from bob_acp.atomic import read_regular
 
+    if source == "project" and not _inside_project(folder, skill_md):
+        return None, "it or its folder links outside the project (project skills are read only from inside it)"
     try:
         data, size = read_regular(skill_md, MAX_SKILL_MD)
         if size > MAX_SKILL_MD:
@@ -223,6 +227,18 @@ def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill
         return None, f"description longer than {MAX_DESCRIPTION} characters"
     return Skill(name, " ".join(description.split()), folder, text[match.end():].strip() + "\n",
                  source=source), None
+
+
+def _within(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _inside_project(folder: str, skill_md: str) -> bool:
+    """A project skill (<project>/.bob/skills/<name>/SKILL.md): its SKILL.md, links followed,
+    inside its own folder, and that folder inside the project, as AGENTS.md is read."""
+    project = os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(folder))))
+    real_folder = os.path.realpath(folder)
+    return _within(real_folder, project) and _within(os.path.realpath(skill_md), real_folder)
 
 
 def _files(folder: str) -> tuple[list[str], int]:

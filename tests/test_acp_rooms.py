@@ -122,5 +122,14 @@ def test_selectors_offer_the_models_and_modes_and_refuse_others(tmp_path):
     with pytest.raises(RpcError):
         selectors.set_mode({"sessionId": sid, "modeId": "yolo"})
     session = server.sessions[sid]
-    selectors.restore(session, {"model": "gone", "mode": "allow-all"})
-    assert session.conv.model is None and session.conv.mode == "allow-all"
+    selectors.restore(session, {"model": "gone", "mode": "ask"})
+    assert session.conv.model is None and session.conv.mode == "ask"
+
+
+def test_a_saved_mode_that_asks_less_than_the_configured_one_is_not_restored(tmp_path):
+    server = make_server(tmp_path, acp={"configOptions": True}, permissions={"mode": "allow-edits"})
+    sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
+    session, selectors = server.sessions[sid], server.part("selectors")
+    notice = selectors.restore(session, {"mode": "allow-all"})
+    assert session.conv.mode == "allow-edits" and "allow-all" in notice and "allow-edits" in notice
+    assert selectors.restore(session, {"mode": "ask"}) is None and session.conv.mode == "ask"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 import yaml
-from bob_client import allow, allow_always, bob_command, updates
+from bob_client import allow, allow_always, bob_command, message_text, updates
 
 pytestmark = pytest.mark.e2e
 
@@ -177,9 +177,16 @@ def test_model_and_mode_selectors(history_bob, workdir, server):
     assert stored["choices"] == {"model": "model-b", "mode": "allow-edits"}
     bob.close()
     again, _ = history_bob()
-    loaded, _ = again.call("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    loaded, frames = again.call("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
     assert loaded["result"]["configOptions"][0]["currentValue"] == "model-b"
-    assert loaded["result"]["modes"]["currentModeId"] == "allow-edits"
+    # allow-edits asks less than the configured `ask`: the session goes on in `ask`, and says so.
+    assert loaded["result"]["modes"]["currentModeId"] == "ask"
+    assert "saved in approval mode `allow-edits`; it continues in `ask`" in message_text(frames)
+    again.close()
+    third, _ = history_bob(permissions={"mode": "allow-all"})
+    loaded, frames = third.call("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    assert loaded["result"]["modes"]["currentModeId"] == "allow-edits"  # asks more than allow-all: kept
+    assert "approval mode" not in message_text(frames)
 
 
 def test_the_chosen_model_is_used_by_the_next_model_call(spawn_bob, server, workdir):

@@ -53,13 +53,15 @@ LANGUAGES = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".ts": 
              ".swift": "swift", ".cs": "csharp", ".xml": "xml", ".ini": "ini", ".cfg": "ini", ".txt": "text"}
 
 
-def permission_options(scope: str) -> list[dict]:
-    """`scope`: what allow_always covers, as the user reads it (a tool name, or a command)."""
-    return [
-        {"optionId": ALLOW, "name": "Allow", "kind": "allow_once"},
-        {"optionId": ALLOW_ALWAYS, "name": f"Always allow {scope} in this session", "kind": "allow_always"},
-        {"optionId": REJECT, "name": "Reject", "kind": "reject_once"},
-    ]
+def permission_options(scope: str | None) -> list[dict]:
+    """`scope`: what allow_always covers, as the user reads it (a tool name, or a command);
+    None: the call cannot be remembered, so no allow_always is offered."""
+    options = [{"optionId": ALLOW, "name": "Allow", "kind": "allow_once"}]
+    if scope is not None:
+        options.append({"optionId": ALLOW_ALWAYS, "name": f"Always allow {scope} in this session",
+                        "kind": "allow_always"})
+    options.append({"optionId": REJECT, "name": "Reject", "kind": "reject_once"})
+    return options
 
 
 def text_block(text: str) -> dict:

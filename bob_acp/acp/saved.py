@@ -49,8 +49,10 @@ class Handlers:
 
     def load(self, params: dict, prepared: tuple | None = None) -> dict:
         sid, cwd, servers, held = prepared or self.prepare_load(params)
-        session, folder = self._take_over(sid, cwd, servers, held)
+        session, folder, notice = self._take_over(sid, cwd, servers, held)
         replayed = self._replay(session)
+        if notice:
+            self.server.tell(session, notice)
         self.server.send_commands(session)
         self.server.log.info(f"[acp] session {sid} loaded from {folder}: {replayed} message(s) replayed")
         return self.server.session_result(session, {})
@@ -59,11 +61,17 @@ class Handlers:
         """The session registered again without a replay (the client has it); the model sees
         the whole history."""
         sid, cwd, servers, held = self.prepare_load(params)
-        session, folder = self._take_over(sid, cwd, servers, held)
+        session, folder, notice = self._take_over(sid, cwd, servers, held)
         self.server.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
-        return Reply(self.server.session_result(session, {}), after=lambda: self.server.report_mcp(session))
 
-    def _take_over(self, sid: str, cwd: str, servers: list, held: Session | None) -> tuple[Session, str]:
+        def after() -> None:
+            if notice:
+                self.server.tell(session, notice)
+            self.server.send_commands(session)  # the slash menu of a resumed session too
+
+        return Reply(self.server.session_result(session, {}), after=after)
+
+    def _take_over(self, sid: str, cwd: str, servers: list, held: Session | None) -> tuple[Session, str, str | None]:
         server = self.server
         store = server.store(cwd)
         try:
@@ -79,16 +87,19 @@ class Handlers:
             self._release(held)
             raise
         session.title = stored.title or sessions.title_of(stored.messages)
-        if server.cfg.acp.configOptions:
-            server.part("selectors").restore(session, stored.choices)
+        notice = server.part("selectors").restore(session, stored.choices) if server.cfg.acp.configOptions else None
         try:
             server.admit(session, replacing=held)
+        except BaseException:  # refused (limits.maxSessions): the servers started for it end now
+            if session.mcp is not None:
+                session.mcp.close()
+            raise
         finally:
             self._release(held)
         if held is not None and held.mcp is not None:
             held.mcp.close()
         self.cwds.add(cwd)
-        return session, store.folder
+        return session, store.folder, notice
 
     def _release(self, held: Session | None) -> None:
         if held is not None:

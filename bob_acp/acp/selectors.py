@@ -10,9 +10,11 @@ from bob_acp.jsonrpc.errors import RpcError
 
 MODES = (
     ("ask", "Ask", "Ask before every tool call that touches the machine"),
-    ("allow-edits", "Allow edits", "Read and edit files without asking; bash still asks"),
+    ("allow-edits", "Allow edits", "Read and edit this project's files without asking (not .git or .bob); "
+                                   "everything else still asks"),
     ("allow-all", "Allow all", "Run every tool call without asking"),
 )
+RANK = {mode: rank for rank, (mode, _, _) in enumerate(MODES)}  # how much less a mode asks
 
 
 class Handlers:
@@ -35,17 +37,27 @@ class Handlers:
         ]
 
     def state(self, session: Session) -> dict:
-        return {"configOptions": self.options(session),
-                "modes": {"currentModeId": session.conv.mode,
-                          "availableModes": [{"id": mode, "name": name, "description": text}
-                                             for mode, name, text in MODES]}}
+        return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode)}
 
-    def restore(self, session: Session, choices: dict) -> None:
-        """The choices a session file kept (a model no longer offered falls back to model.name)."""
+    def restore(self, session: Session, choices: dict) -> str | None:
+        """The choices a session file kept (a model no longer offered falls back to model.name).
+        A saved approval mode is restored only when it asks at least as much as the configured
+        permissions.mode (a session file can come with a cloned repository); otherwise the
+        session starts in the configured mode, and the line returned says so."""
         if choices.get("model") in self.models():
             session.conv.model = None if choices["model"] == self.server.cfg.model.name else choices["model"]
-        if choices.get("mode") in {mode for mode, _, _ in MODES}:
-            session.conv.mode = choices["mode"]
+        saved = choices.get("mode")
+        if saved not in RANK:
+            return None
+        configured = self.server.cfg.permissions.mode
+        if RANK[saved] <= RANK[configured]:
+            session.conv.mode = saved
+            return None
+        session.conv.mode = configured
+        self.server.log.info(f"[acp] session {session.id}: saved approval mode {saved} not restored "
+                             f"(it asks less than permissions.mode {configured})")
+        return (f"🔒 This session was saved in approval mode `{saved}`; it continues in `{configured}`, which asks "
+                "before tool calls as configured. Choose another mode in the mode selector to change it.")
 
     def set_config_option(self, params: dict) -> dict:
         session = self.server.session(params)
@@ -85,3 +97,9 @@ class Handlers:
         if mode:
             self.server.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": session.conv.mode})
         self.server.save(session)
+
+
+def modes_state(current: str) -> dict:
+    """ACP's SessionModeState: the current approval mode and those there are."""
+    return {"currentModeId": current,
+            "availableModes": [{"id": mode, "name": name, "description": text} for mode, name, text in MODES]}

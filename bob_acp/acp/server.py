@@ -62,7 +62,7 @@ class AgentServer:
     def engine(self) -> Any:
         if self._engine is None:
             self._engine = engine.Engine(self.cfg, self.provider, self.no_model_message, self.log,
-                                         engine.Refs(), self.env)
+                                         engine.Refs(), self.env, self.redact)
         return self._engine
 
     def part(self, name: str) -> Any:
@@ -120,9 +120,8 @@ class AgentServer:
             session.cancel_all()
         if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
             tools.kill_all()
-        for session in held:
-            if session.mcp is not None:
-                session.mcp.close()
+        if "bob_acp.mcp" in sys.modules:  # every server, those of sessions still opening too
+            mcp_module.close_all()
 
     def _unsupported(self, method: str):
         def handler(_params: dict) -> None:
@@ -194,7 +193,12 @@ class AgentServer:
         self.check_room()  # refuse before building anything (skills, system prompt)
         sid = sessions.new_id()
         session = self.make_session(sid, cwd, None, servers)
-        self.admit(session)
+        try:
+            self.admit(session)
+        except BaseException:  # refused after all (the bound, a race): its servers end with it
+            if session.mcp is not None:
+                session.mcp.close()
+            raise
         self.log.info(f"[acp] session {sid}: new in {cwd}; {len(servers)} MCP server(s) "
                       f"{'started' if self.cfg.mcp.enabled else 'ignored'}")
         self.save(session)
@@ -210,7 +214,7 @@ class AgentServer:
             return
         problems, session.mcp.problems = session.mcp.problems, []
         for line in problems:
-            self.update(session.id, p.agent_chunk(f"⚠️ {line}; its tools are not available in this session.\n"))
+            self.update(session.id, p.agent_chunk(f"⚠️ {line}\n"))
 
     def make_session(self, sid: str, cwd: str, stored: list[dict] | None, servers: list | None = None) -> Session:
         catalog = skills.discover(cwd, self.cfg)
@@ -227,10 +231,17 @@ class AgentServer:
         return session
 
     def session_result(self, session: Session, result: dict) -> dict:
-        """A session/new, load or resume result, with the selectors when they are on."""
+        """A session/new, load or resume result, with the selectors when they are on. A session
+        that asks less than `ask` always says so (its mode), so the client can show it."""
         if self.cfg.acp.configOptions:
             result.update(self.part("selectors").state(session))
+        elif session.conv.mode != "ask":
+            result["modes"] = selectors_module.modes_state(session.conv.mode)
         return result
+
+    def tell(self, session: Session, line: str) -> None:
+        """One message to the user in the session, outside any turn."""
+        self.update(session.id, p.agent_chunk(line + "\n", engine.new_message_id()))
 
     def _limit(self) -> int:
         return self.cfg.limits.maxSessions or DEFAULT_MAX_SESSIONS  # 0: the default; negative: no bound

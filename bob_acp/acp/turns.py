@@ -110,6 +110,7 @@ class Handlers:
         finally:
             server.save(session)
             self._session_info(session, sink)
+            server.report_mcp(session)  # tools a refresh during the turn had to leave out
         server.log.info(f"[acp] turn done: {stats.line()}")
         return stop
 

@@ -72,8 +72,10 @@ class TurnSink:
                                content=content, meta=meta))
 
     def permission(self, call: Any, cancel: Cancel) -> str:
-        scope = call.name if call.grant == call.name else f"`{call.grant}`"
-        options = p.permission_options(scope)
+        if call.grant is None:  # this call can never be remembered: no "always" to offer
+            options = p.permission_options(None)
+        else:
+            options = p.permission_options(call.name if call.grant == call.tool.grant_key else f"`{call.grant}`")
         params = {
             "sessionId": self.sid,
             "toolCall": p.tool_request(call.ref, call.title, call.kind, call.arguments, locations(call),

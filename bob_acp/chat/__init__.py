@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 
+from bob_acp.chat import visible
 from bob_acp.chat.agent import Agent, agent_command
 from bob_acp.chat.ask import Asker, Prompter
 from bob_acp.chat.render import Screen, use_colour
@@ -154,10 +155,11 @@ class Chat:
         """Answer a permission request; True when the person pressed Ctrl-C (the turn is cancelled)."""
         params = frame["params"]
         call = params.get("toolCall", {})
-        title = call.get("title", "a tool")
+        title = visible.line(str(call.get("title", "a tool")))
         options = {o.get("kind"): o.get("optionId") for o in params.get("options", [])}
-        always = next((o.get("name", "") for o in params.get("options", []) if o.get("kind") == "allow_always"), "")
-        scope = always.replace("Always allow ", "").replace(" in this session", "") or "this tool"
+        always = next((o.get("name", "") for o in params.get("options", []) if o.get("kind") == "allow_always"), None)
+        scope = None if always is None else (
+            visible.line(always.replace("Always allow ", "").replace(" in this session", "")) or "this tool")
         self.screen.end_stream()
         self.screen.clear_spinner()
         for item in call.get("content") or []:  # the proposed change, before the answer
@@ -210,7 +212,8 @@ class Chat:
 
     def help_text(self) -> str:
         lines = ["commands of this chat: /help (this list), /quit (leave)", "commands of the agent:"]
-        lines += [f"  /{c['name']:<16} {c.get('description', '')}" for c in self.commands]
+        lines += [f"  /{visible.line(str(c.get('name', ''))):<16} {visible.line(str(c.get('description', '')))}"
+                  for c in self.commands]
         return "\n".join(lines + [KEYS])
 
 
@@ -222,6 +225,10 @@ def _result(response: dict, what: str) -> dict:
 
 def _error_line(error: dict) -> str:
     """An error in words: the one-line reason Bob gave, without the protocol's prefixes."""
+    return visible.line(_error_words(error))
+
+
+def _error_words(error: dict) -> str:
     data = error.get("data") if isinstance(error.get("data"), dict) else {}
     if data.get("error"):
         return str(data["error"])

@@ -91,15 +91,17 @@ class Asker:
     def can_ask(self) -> bool:
         return self.yes or self.no or self.tty_in is not None
 
-    def ask(self, title: str, scope: str, paint) -> str:
-        """allow | allow_always | reject | cancelled (Ctrl-C: the turn is to be cancelled)."""
+    def ask(self, title: str, scope: str | None, paint) -> str:
+        """allow | allow_always | reject | cancelled (Ctrl-C: the turn is to be cancelled).
+        `scope`: what "always" would cover; None when the agent offers no "always"."""
         if self.yes:
             return "allow"
         if self.no or self.tty_in is None:
             return "reject"
         try:
             while True:
-                self.tty_out.write(paint(f"? Allow {title}?", "yellow") + f"  [y]es once / [a]lways ({scope}) / [n]o: ")
+                always = "" if scope is None else f" / [a]lways ({scope})"
+                self.tty_out.write(paint(f"? Allow {title}?", "yellow") + f"  [y]es once{always} / [n]o: ")
                 self.tty_out.flush()
                 line = self._read_line()  # the terminal itself, in its plain line mode
                 if not line:
@@ -107,7 +109,7 @@ class Asker:
                 answer = line.strip().lower()
                 if answer in ("y", "yes"):
                     return "allow"
-                if answer in ("a", "always"):
+                if answer in ("a", "always") and scope is not None:
                     return "allow_always"
                 if answer in ("n", "no"):
                     return "reject"

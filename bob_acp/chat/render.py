@@ -10,6 +10,8 @@ import os
 import re
 import time
 
+from bob_acp.chat import visible
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import TextIO
@@ -98,14 +100,14 @@ class Screen:
             if self._streaming == "thought":
                 self.end_stream()
             self._streaming = "text"
-            self.write(_text_of(update))
+            self.write(visible.body(_text_of(update)))
         elif kind == "agent_thought_chunk":
             if self._streaming == "text":
                 self.end_stream()
             self._streaming = "thought"
-            self.write(self.paint(_text_of(update), "dim"))
+            self.write(self.paint(visible.body(_text_of(update)), "dim"))
         elif kind == "user_message_chunk":
-            self.line(self.paint("you> ", "bold") + _text_of(update))
+            self.line(self.paint("you> ", "bold") + visible.body(_text_of(update)))
         elif kind == "tool_call":
             self._tool_call(update)
         elif kind == "tool_call_update":
@@ -126,7 +128,7 @@ class Screen:
         self.calls[update["toolCallId"]] = dict(update)
         status = update.get("status", "pending")
         self._end_tail()
-        self.line(f"⏺ {update.get('title', update['toolCallId'])}", "cyan")
+        self.line(f"⏺ {visible.line(str(update.get('title', update['toolCallId'])))}", "cyan")
         if status in ("completed", "failed"):  # a replayed call
             self._result(update, status)
 
@@ -141,8 +143,8 @@ class Screen:
             self._result(call, status)
 
     def _live_tail(self, update: dict) -> None:
-        text = unfence(_content_text(update))
-        lines = text.splitlines()[-TAIL_LINES:]
+        text = visible.body(unfence(_content_text(update)))
+        lines = text.rstrip("\n").split("\n")[-TAIL_LINES:]
         if not self.live:
             return  # off a terminal the final output says it all
         self.end_stream()
@@ -166,14 +168,15 @@ class Screen:
         raw = (call.get("rawOutput") or {}).get("output")
         rejected = raw == "[command rejected by the user]"
         label = "rejected" if rejected else status
-        self.line(f"  {mark} {call.get('title', '')}  {self.paint('[' + label + ']', 'dim')}")
+        self.line(f"  {mark} {visible.line(str(call.get('title', '')))}  {self.paint('[' + label + ']', 'dim')}")
         for item in call.get("content") or []:
             if item.get("type") == "diff":
                 change = (item.get("oldText"), item.get("newText", ""), item.get("path", ""))
                 if self.shown_diffs.get(call.get("toolCallId")) != change:  # not again when it was proposed
                     self.write(self.diff(*change))
             elif item.get("type") == "content" and not rejected:
-                lines = unfence(item.get("content", {}).get("text", "")).splitlines()
+                text = visible.body(unfence(item.get("content", {}).get("text", "")))
+                lines = text.rstrip("\n").split("\n") if text else []
                 shown = lines[:OUTPUT_PREVIEW_LINES]
                 more = len(lines) - len(shown)
                 self.write("".join(f"    {line}\n" for line in shown))
@@ -181,12 +184,12 @@ class Screen:
                     self.write(self.paint(f"    … {more} more line(s)\n", "dim"))
 
     def diff(self, old: str | None, new: str, path: str) -> str:
-        shown = os.path.relpath(path, self.cwd) if path.startswith(self.cwd + os.sep) else path
+        shown = visible.line(os.path.relpath(path, self.cwd) if path.startswith(self.cwd + os.sep) else path)
         lines = difflib.unified_diff((old or "").splitlines(keepends=True), new.splitlines(keepends=True),
                                      fromfile="/dev/null" if old is None else f"a/{shown}", tofile=f"b/{shown}")
         out = []
         for line in lines:
-            line = line.rstrip("\n")
+            line = visible.line(line.rstrip("\n"))
             style = ("bold",) if line.startswith(("+++", "---")) else ("green",) if line.startswith("+") else \
                 ("red",) if line.startswith("-") else ("cyan",) if line.startswith("@@") else ()
             out.append("    " + self.paint(line, *style) + "\n")

@@ -24,18 +24,19 @@ class Call:
     title: str
     kind: str
     locations: list[Location] = field(default_factory=list)
-    grant: str = ""  # what allow_always remembers for this call
+    grant: str | None = ""  # what allow_always remembers for this call; None: it cannot be remembered
     preview: Diff | None = None  # the change it would make, shown before approval
 
 
 def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, cwd: str, per_command: bool) -> Call:
     if tool is None:
         return Call(ref, name, arguments, None, clean(f"{name}: unknown tool"), "execute", [], name)
+    grant: str | None
     try:
         title, locations = tool.title(arguments), tool.locations(arguments, cwd)
-        grant = tool.grant(arguments, cwd) if per_command else tool.name
+        grant = tool.grant(arguments, cwd) if per_command else tool.grant_key
     except Exception:  # arguments of the wrong shape: the tool's own run() will say so
-        title, locations, grant = name, [], f"{name}: {arguments!r}" if per_command else name
+        title, locations, grant = name, [], None if per_command else tool.grant_key
     return Call(ref, name, arguments, tool, clean(title), tool.kind, locations, grant)
 
 

@@ -94,13 +94,16 @@ def new_message_id() -> str:
 
 class Engine:
     def __init__(self, cfg: Any, provider: Any, no_model_message: str = "", log: Any = None,
-                 refs: Refs | None = None, env: dict | None = None):
+                 refs: Refs | None = None, env: dict | None = None, redact: Any = None):
         self.cfg = cfg
         self.provider = provider
         self.no_model_message = no_model_message
         self.log = log
         self.refs = refs or Refs()
         self.env = env  # the environment tools start with (secrets dropped)
+        # Known secret values out of every tool result before the model, the client or the
+        # session file sees it (an approved command can still print a key it found).
+        self.redact = redact if redact is not None else _same
 
     # ---- conversations -----------------------------------------------------------------------
 
@@ -215,7 +218,9 @@ class Engine:
         if not self._permitted(conv, call, sink, cancel):
             return self._finish(conv, call, sink, failed(REJECTED))
         sink.tool_running(call)
-        ctx.live = LiveOutput(lambda tail, delta: sink.tool_output(call, tail, delta), self.cfg.tools.bash.outputLimit)
+        redact = self.redact
+        ctx.live = LiveOutput(lambda tail, delta: sink.tool_output(call, redact(tail), redact(delta)),
+                              self.cfg.tools.bash.outputLimit)
         try:
             result = call.tool.run(call.arguments, ctx, cancel)
         except Cancelled:
@@ -226,9 +231,10 @@ class Engine:
 
     def _permitted(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> bool:
         tool = call.tool
-        if not tool.needs_permission or call.grant in conv.allow_always:
+        if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
             return True
-        if conv.mode == "allow-all" or (conv.mode == "allow-edits" and call.name in FILE_TOOLS):
+        if conv.mode == "allow-all" or (conv.mode == "allow-edits" and call.name in FILE_TOOLS
+                                         and tool.in_project(call.arguments, conv.cwd)):
             if self.log is not None:
                 self.log.info(f"[acp] run without asking (permissions.mode {conv.mode}): {call.title}")
             return True
@@ -236,11 +242,16 @@ class Engine:
         if cancel.is_set():
             self._finish(conv, call, sink, failed(CANCELLED_RESULT))
             raise Cancelled()
-        if choice == "allow_always":
+        if choice == "allow_always" and call.grant is not None:
             conv.allow_always.add(call.grant)
         return choice in ("allow", "allow_always")
 
     def _finish(self, conv: Conversation, call: Call, sink: Sink, result: ToolResult) -> None:
+        result.output = self.redact(result.output)
+        if result.diff is not None:
+            diff = result.diff
+            diff.old_text = None if diff.old_text is None else self.redact(diff.old_text)
+            diff.new_text = self.redact(diff.new_text)
         conv.messages.append(result_message(conv.messages, call, result.output))
         sink.tool_finished(call, result)
 
@@ -283,6 +294,10 @@ class Engine:
         if self.log is not None and (usage.cache_read or usage.cache_write):
             self.log.info(f"[acp] model call: {usage.input} input token(s), {usage.cache_read} read from the cache, "
                           f"{usage.cache_write} written to it")
+
+
+def _same(text: Any) -> Any:
+    return text
 
 
 def _quietly(work: Any) -> Any:

@@ -263,6 +263,10 @@ class Endpoint:
     def _take(self, frame: bytes | Oversized) -> None:
         if isinstance(frame, Oversized):
             self._log.warning(f"frame of {frame.size} bytes refused (cap {self._max_frame})")
+            slot = self._oversized_answer(frame)
+            if slot is not None:  # an answer to one of ours: that request fails now, not at its timeout
+                return slot.settle(Outcome(error=f"the answer of {frame.size} bytes exceeds the frame cap "
+                                                 f"of {self._max_frame} bytes"))
             return self._respond_error(None, RpcError.invalid_request(f"frame exceeds {self._max_frame} bytes"))
         if not frame or frame.isspace():
             return
@@ -280,6 +284,21 @@ class Endpoint:
                 return self._notified(msg)
             return self._enqueue(msg, len(frame))
         self._settle(msg)
+
+    def _oversized_answer(self, frame: Oversized) -> Pending | None:
+        """The request of ours an oversized line answers, when one of its ends names the id of
+        one (a response: an "id" and a "result" or "error", no "method")."""
+        import re
+
+        ends = frame.head + b"\0" + frame.tail
+        if b'"method"' in ends or not (b'"result"' in ends or b'"error"' in ends):
+            return None
+        with self._pending_lock:
+            for match in re.finditer(rb'"id"\s*:\s*(\d{1,18})\s*[,}]', ends):
+                slot = self._pending.pop(int(match.group(1)), None)
+                if slot is not None:
+                    return slot
+        return None
 
     def _awaited(self, msg_id: Any) -> bool:
         slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)

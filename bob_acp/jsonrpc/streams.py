@@ -18,11 +18,17 @@ _DISCARD_CHUNK = 64 * 1024
 MAX_BACKLOG = 16 * 1024 * 1024  # bytes of output waiting for a slow client before senders wait
 
 
-class Oversized:
-    """Stands for a line longer than the cap; only its size is kept, never its bytes."""
+EDGE = 256  # bytes an Oversized keeps of each end of its line (where an answer's id is)
 
-    def __init__(self, size: int):
+
+class Oversized:
+    """Stands for a line longer than the cap; only its size and a few bytes of each end are
+    kept (`head`, `tail`), never the line."""
+
+    def __init__(self, size: int, head: bytes = b"", tail: bytes = b""):
         self.size = size
+        self.head = head
+        self.tail = tail
 
 
 def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes | Oversized]:
@@ -43,13 +49,17 @@ def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes 
             continue
         line = bytearray()
         oversized = 0
+        head = tail = b""
         while True:
             ended = chunk.endswith(b"\n")
             size = len(chunk) - ended
             if oversized:
                 oversized += size
+                tail = (tail + chunk[:size])[-EDGE:]
             elif len(line) + size > max_frame:
                 oversized = len(line) + size
+                head = bytes(line[:EDGE]) + chunk[:EDGE - min(len(line), EDGE)]
+                tail = (bytes(line[-EDGE:]) + chunk[max(0, size - EDGE):size])[-EDGE:]
                 line = bytearray()
             else:
                 line += chunk[:size]
@@ -59,7 +69,7 @@ def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes 
             if not chunk:
                 break
         if oversized:
-            yield Oversized(oversized)
+            yield Oversized(oversized, head, tail)
         elif line:
             yield bytes(line)
         if not chunk:

@@ -9,12 +9,17 @@ import signal
 import subprocess
 import threading
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
+from bob_acp import children
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.endpoint import Endpoint, Route
-from bob_acp.jsonrpc.streams import Writer
+from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
+
+MAX_ANSWER = MAX_FRAME  # bytes of one HTTP answer (JSON or event stream), as a stdio frame
+STDERR_LINES, STDERR_WINDOW, STDERR_LINE = 100, 10.0, 2000  # a server's stderr in the log
 
 
 class McpError(Exception):
@@ -37,6 +42,41 @@ class Connection:
     @property
     def alive(self) -> bool:
         raise NotImplementedError
+
+
+_open: set[Connection] = set()  # every connection not closed yet, for the end of Bob
+_open_lock = threading.Lock()
+_shutting_down = False
+
+
+def _opened(connection: Connection) -> None:
+    """Register a connection; one opened after close_all() (a handshake racing Bob's end) is
+    closed at once."""
+    with _open_lock:
+        late = _shutting_down
+        if not late:
+            _open.add(connection)
+    if late:
+        connection.close()
+        raise McpError("Bob is shutting down")
+
+
+def _closed(connection: Connection) -> None:
+    with _open_lock:
+        _open.discard(connection)
+
+
+def close_all(timeout: float = 3.0) -> None:
+    """Bob is ending: close every connection (servers still in their handshake too), in parallel."""
+    global _shutting_down
+    with _open_lock:
+        _shutting_down = True
+        held = list(_open)
+    threads = [threading.Thread(target=c.close, name=f"bob-mcp-close-{c.name}", daemon=True) for c in held]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
 
 
 def _interruption(what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> Exception | None:
@@ -70,6 +110,23 @@ def _settle(outcome: Any, what: str, timed_out: threading.Event, cancel: Cancel 
     return _result(what, outcome.result)
 
 
+def _too_long(limit: int) -> McpError:
+    return McpError(f"the answer exceeds {limit // (1024 * 1024)} MiB: not read further")
+
+
+def _read_capped(raw: Any, method: str) -> bytes:
+    """A whole answer body, read in chunks and refused past MAX_ANSWER bytes (never held whole)."""
+    chunks, total = [], 0
+    while True:
+        chunk = raw.read(65536, decode_content=True)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > MAX_ANSWER:
+            raise McpError(f"{method}: {_too_long(MAX_ANSWER)}")
+        chunks.append(chunk)
+
+
 class StdioConnection(Connection):
     """A server started as a child process in its own process group (so no process of it
     outlives its session), stdin and stdout for the protocol, stderr to Bob's log."""
@@ -77,9 +134,10 @@ class StdioConnection(Connection):
     def __init__(self, name: str, command: str, args: list[str], env: dict, cwd: str, log: Any):
         self.name = name
         self._log = log
-        self.proc = subprocess.Popen([command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, cwd=cwd, env=env, start_new_session=True,
-                                     close_fds=True)
+        self._closing = False
+        self._label = children.new_label("mcp")
+        self.proc = children.spawn([command, *args], self._label, env=env, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, close_fds=True)
         self._writer = Writer(self.proc.stdin.fileno(), on_broken=self._gone)
         changed = "notifications/tools/list_changed"
         # In order: a server that adds a tool says so before answering the call that added it,
@@ -90,7 +148,7 @@ class StdioConnection(Connection):
         self._served = threading.Thread(target=self._serve, name=f"bob-mcp-{name}", daemon=True)
         self._served.start()
         threading.Thread(target=self._drain_stderr, name=f"bob-mcp-{name}-stderr", daemon=True).start()
-        self._closing = False
+        _opened(self)
 
     def _serve(self) -> None:
         self._endpoint.serve(self.proc.stdout, drain_timeout=0.1)
@@ -99,10 +157,32 @@ class StdioConnection(Connection):
         self._endpoint.stop()
 
     def _drain_stderr(self) -> None:
-        for raw in self.proc.stderr:
-            line = codec.clean(raw.decode("utf-8", "replace").rstrip("\n"))[:2000]
+        """The server's stderr, to the log at a bounded rate (a chatty server cannot fill the
+        log or the disk): at most STDERR_LINES lines of STDERR_LINE characters per
+        STDERR_WINDOW seconds, and a line saying how many were left out."""
+        import time
+
+        window_start, logged, dropped = time.monotonic(), 0, 0
+        stream = self.proc.stderr
+        while True:
+            raw = stream.readline(STDERR_LINE * 4)
+            if not raw:
+                break
+            now = time.monotonic()
+            if now - window_start >= STDERR_WINDOW:
+                if dropped:
+                    self._log.info(f"[mcp] {self.name}: {dropped} stderr line(s) not logged "
+                                   f"(more than {STDERR_LINES} in {STDERR_WINDOW:g} s)")
+                window_start, logged, dropped = now, 0, 0
+            if logged >= STDERR_LINES:
+                dropped += 1
+                continue
+            line = codec.clean(raw.decode("utf-8", "replace").rstrip("\n"))[:STDERR_LINE]
             if line:
+                logged += 1
                 self._log.info(f"[mcp] {self.name}: {line}")
+        if dropped:
+            self._log.info(f"[mcp] {self.name}: {dropped} stderr line(s) not logged")
 
     @property
     def alive(self) -> bool:
@@ -159,7 +239,11 @@ class StdioConnection(Connection):
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.proc.poll() is not None:
+            children.ended(self.proc)
+        children.end_orphans(self._label)  # and those that left its group
         self._writer.close(0.1)
+        _closed(self)
 
 
 class HttpConnection(Connection):
@@ -178,6 +262,15 @@ class HttpConnection(Connection):
         self._ids = 0
         self._lock = threading.Lock()
         self._closed = False
+        # What an error line must never show: a token in the URL's query or its user part.
+        parts = urlsplit(url)
+        self._hidden = [s for s in (parts.query, parts.fragment, parts.password, parts.username) if s and len(s) >= 4]
+        _opened(self)
+
+    def scrub(self, text: str) -> str:
+        for secret in self._hidden:
+            text = text.replace(secret, "[redacted]")
+        return text
 
     @property
     def alive(self) -> bool:
@@ -220,14 +313,19 @@ class HttpConnection(Connection):
         unsubscribe = cancel.subscribe(cancelled) if cancel is not None else (lambda: None)
         try:
             try:
+                # Redirects are not followed: they would carry the editor's headers (keys, the
+                # MCP session) to wherever the server points.
                 response = self._http.post(self.url, data=body, headers=self._headers, stream=True,
-                                           timeout=(10, timeout))
+                                           timeout=(10, timeout), allow_redirects=False)
                 holder["response"] = response
-                answer = self._answer(response, msg_id, method)
+                try:
+                    answer = self._answer(response, msg_id, method)
+                finally:
+                    response.close()
             except (OSError, ValueError) as exc:  # requests' exceptions are OSErrors too
                 kind = f"{type(exc).__name__}: " if isinstance(exc, requests.exceptions.RequestException) else ""
                 problem = _interruption(method, timed_out, cancel, timeout)
-                raise (problem or McpError(f"{method}: {kind}{codec.clean(str(exc))[:200]}")) from None
+                raise (problem or McpError(self.scrub(f"{method}: {kind}{codec.clean(str(exc))[:200]}"))) from None
         finally:
             timer.cancel()
             unsubscribe()
@@ -236,6 +334,12 @@ class HttpConnection(Connection):
         return _result(method, answer.get("result"))
 
     def _answer(self, response: Any, msg_id: int, method: str) -> dict:
+        if 300 <= response.status_code < 400:
+            where = urlsplit(response.headers.get("Location") or "")
+            target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
+            raise McpError(f"{method}: the server redirected (HTTP {response.status_code}){target}; Bob does not "
+                           "follow redirects (they would carry the server's headers elsewhere): configure the "
+                           "final URL")
         if response.status_code >= 400:
             raise McpError(f"{method}: HTTP {response.status_code}")
         session = response.headers.get("Mcp-Session-Id")
@@ -245,7 +349,7 @@ class HttpConnection(Connection):
         if kind.startswith("text/event-stream"):
             return self._from_events(response, msg_id)
         try:
-            message = codec.loads(response.content)
+            message = codec.loads(_read_capped(response.raw, method))
         except (codec.JSONDecodeError, RecursionError):
             raise McpError(f"{method}: the answer is not JSON") from None
         if not isinstance(message, dict):
@@ -256,7 +360,7 @@ class HttpConnection(Connection):
         from bob_acp.providers.http import arriving_lines
         from bob_acp.providers.sse import events
 
-        lines = (raw.decode("utf-8", "replace") for raw in arriving_lines(response.raw))
+        lines = (raw.decode("utf-8", "replace") for raw in arriving_lines(response.raw, MAX_ANSWER, _too_long))
         for _name, data in events(lines):
             if not data.strip():
                 continue  # a priming event
@@ -299,3 +403,4 @@ class HttpConnection(Connection):
             except Exception:  # 405 or gone: nothing to end
                 pass
         self._http.close()
+        _closed(self)

@@ -19,6 +19,8 @@ PROTOCOL_VERSION = "2025-11-25"  # the newest revision with the initialize hands
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MAX_NAME = 64  # the longest tool name model APIs take
 MAX_PAGES = 100  # tools/list pages followed before the list is taken as it is
+MAX_TOOLS = 128  # tools offered to the model in all, built-in ones included: OpenAI's chat API takes no more
+BUILTIN_NAMES = ("bash", "read_file", "write_file", "edit_file", "read_skill")
 
 
 class McpServer:
@@ -83,8 +85,13 @@ class McpTool(Tool):
     def title(self, args: dict) -> str:
         return f"{self.server.name}: {self.tool}"
 
+    @property
+    def grant_key(self) -> str:
+        # The server's name and the tool's own: the display name can be rebuilt for another tool.
+        return f"mcp:{self.server.name}\0{self.tool}"
+
     def grant(self, args: dict, cwd: str) -> str:
-        return f"{self.name}: {codec.dumps(args, option=None).decode()}"
+        return f"{self.grant_key}: {codec.dumps(args, option=None).decode()}"
 
     def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         if not self.server.connection.alive:
@@ -146,14 +153,37 @@ class McpSet:
         self._tools: list[McpTool] = []
         self._lock = threading.Lock()
         self.generation = 0
+        # A display name, once given to a (server, tool), is never given to another for the
+        # whole session: what the model and the user saw under a name stays that tool.
+        self._names: dict[tuple[str, str], str] = {}
+        self._used: set[str] = set(BUILTIN_NAMES)
+        self._left_out: set[str] = set()
         self._rebuild()
 
+    def _name(self, server: str, tool: str) -> str:
+        key = (server, tool)
+        if key not in self._names:
+            self._names[key] = tool_name(server, tool, self._used)
+        return self._names[key]
+
     def _rebuild(self) -> None:
-        taken = {"bash", "read_file", "write_file", "edit_file", "read_skill"}
         tools = []
+        room = MAX_TOOLS - len(BUILTIN_NAMES)
+        left_out = []
         for server in self.servers:
             if server.connection.alive:
-                tools += [McpTool(tool_name(server.name, spec["name"], taken), server, spec) for spec in server.listed]
+                for spec in server.listed:
+                    if len(tools) < room:
+                        tools.append(McpTool(self._name(server.name, spec["name"]), server, spec))
+                    else:
+                        left_out.append(f"{server.name}: {codec.clean(spec['name'])[:64]}")
+        new = [name for name in left_out if name not in self._left_out]
+        if new:
+            self._left_out.update(new)
+            shown = ", ".join(new[:10]) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+            line = f"MCP tools past the limit of {MAX_TOOLS} tools in all were left out: {shown}."
+            self.log.warning(f"[mcp] {line}")
+            self.problems.append(line)
         self._tools = tools
         self.generation += 1
 
@@ -224,7 +254,7 @@ def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, s
     servers_made: list[McpServer | None] = [None] * len(specs)
 
     def connect(index: int, spec: Any) -> None:
-        name = _name_of(spec, index)
+        name = names[index]
         try:
             connection = _connection(spec, name, cwd, base_env, log)
             server = McpServer(name, connection, cfg, log)
@@ -238,6 +268,7 @@ def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, s
 
     threads = [threading.Thread(target=connect, args=(i, spec), name=f"bob-mcp-start-{i}", daemon=True)
                for i, spec in enumerate(specs)]
+    names = _unique_names(specs)
     deadline = time.monotonic() + float(cfg.mcp.timeout)
     for thread in threads:
         thread.start()
@@ -252,10 +283,22 @@ def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, s
         made = servers_made[index]
         if made is not None:
             made.connection.close()
-        line = problem or f"MCP server '{_name_of(specs[index], index)}' did not answer within {cfg.mcp.timeout:g} s"
+        line = problem or f"MCP server '{names[index]}' did not answer within {cfg.mcp.timeout:g} s"
         log.warning(f"[mcp] session {sid}: {line}")
-        problems.append(line)
+        problems.append(line + "; its tools are not available in this session.")
     return McpSet(servers, problems, log)
+
+
+def _unique_names(specs: list) -> list[str]:
+    """Each server's name, made unique in the session (a grant names its server)."""
+    names: list[str] = []
+    for index, spec in enumerate(specs):
+        name, n = _name_of(spec, index), 2
+        base = name
+        while name in names:
+            name, n = f"{base}#{n}", n + 1
+        names.append(name)
+    return names
 
 
 def _name_of(spec: Any, index: int) -> str:

@@ -167,10 +167,16 @@ def _lines(response: Any, cancel: Cancel, timeout: float, expired: threading.Eve
     stopped()
 
 
-def arriving_lines(raw: Any) -> Iterator[bytes]:
+def too_long_reply(limit: int) -> Exception:
+    return ModelError(f"model API reply exceeded {limit // (1024 * 1024)} MiB: stream stopped")
+
+
+def arriving_lines(raw: Any, limit: int = MAX_REPLY_BYTES,
+                   too_long: Callable[[int], Exception] = too_long_reply) -> Iterator[bytes]:
     """Lines as soon as they arrive (requests' iter_lines waits for whole reads; a stream of
     model tokens must not). urllib3 2's read1 returns what is there, chunked or not. Line ends
-    are looked for only in the bytes just read, so a body without one costs linear time."""
+    are looked for only in the bytes just read, so a body without one costs linear time. Past
+    `limit` bytes in all, `too_long(limit)` is raised."""
     read = raw.read1 if hasattr(raw, "read1") else (lambda _size: raw.read(1))
     pending: list[bytes] = []  # the start of a line not ended yet
     total = 0
@@ -180,8 +186,8 @@ def arriving_lines(raw: Any) -> Iterator[bytes]:
         if not data:
             break
         total += len(data)
-        if total > MAX_REPLY_BYTES:
-            raise ModelError(f"model API reply exceeded {MAX_REPLY_BYTES // (1024 * 1024)} MiB: stream stopped")
+        if total > limit:
+            raise too_long(limit)
         if after_cr and data[:1] == b"\n":
             data = data[1:]
         after_cr = data[-1:] == b"\r"

@@ -65,9 +65,21 @@ class Tool:
         """The files the call touches (ACP `locations`)."""
         return []
 
-    def grant(self, args: dict, cwd: str) -> str:
-        """What an allow_always scoped to the call (permissions.allowAlways: command) remembers."""
+    @property
+    def grant_key(self) -> str:
+        """What an allow_always for the whole tool remembers (its name; an MCP tool's server and
+        own name, so a grant never passes to another tool given the same display name)."""
         return self.name
+
+    def grant(self, args: dict, cwd: str) -> str | None:
+        """What an allow_always scoped to the call (permissions.allowAlways: command) remembers;
+        None: this call can never be remembered (it asks every time)."""
+        return self.name
+
+    def in_project(self, args: dict, cwd: str) -> bool:
+        """True when the call touches only this project's own files (permissions.mode
+        allow-edits runs such calls without asking)."""
+        return False
 
     def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
         """The change the call would make, computed without making it (shown before approval)."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 import codecs
 import collections
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
 
+from bob_acp import children
 from bob_acp import log as bob_log
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
@@ -28,6 +30,20 @@ PIPE_GRACE = 0.15  # after bash exits, how long a background child may keep the 
 PIPE_GIVE_UP = 0.5
 READ_CHUNK = 65536
 QUEUE_CHUNKS = 64
+
+
+_BLANKS = re.compile(r"[ \t]+")
+
+
+def grantable(command: str) -> bool:
+    """No character a person could misread in a command grant: only printable characters and
+    ASCII spaces and tabs."""
+    for char in command:
+        if char in " \t":
+            continue
+        if not char.isprintable() or char.isspace():  # controls, format and separator characters
+            return False
+    return True
 
 
 def kill_all() -> None:
@@ -105,8 +121,15 @@ class BashTool(Tool):
     def title(self, args: dict) -> str:
         return f"bash: {args.get('command', '')}"
 
-    def grant(self, args: dict, cwd: str) -> str:
-        return "bash: " + " ".join(str(args.get("command", "")).split())
+    def grant(self, args: dict, cwd: str) -> str | None:
+        """The command with runs of ASCII spaces and tabs made one space: what bash reads as the
+        same words. A command holding any other control or space character (a newline runs a
+        second command; a no-break or line-separator space is part of a word to bash but looks
+        like a space) is never remembered: it asks every time."""
+        command = args.get("command")
+        if not isinstance(command, str) or not grantable(command):
+            return None
+        return "bash: " + _BLANKS.sub(" ", command).strip(" ")
 
     def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         command = args.get("command")
@@ -119,11 +142,12 @@ class BashTool(Tool):
             return ToolResult("error: argument 'timeout' must be a positive number of seconds", failed=True)
         # Started and registered under one lock, so kill_all() (shutdown) never misses a command
         # that has just started; the cancel (set before kill_all) is checked once it is registered.
+        label = children.new_label("bash")
         with _live_lock:
             try:
-                proc = subprocess.Popen(
-                    ["bash", "-c", command], cwd=ctx.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, start_new_session=True, close_fds=True, env=ctx.env,
+                proc = children.spawn(
+                    ["bash", "-c", command], label, env=ctx.env, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
                 )
             except OSError as exc:
                 return ToolResult(f"error: cannot start bash: {exc}", failed=True)
@@ -137,6 +161,8 @@ class BashTool(Tool):
             with _live_lock:
                 _live.discard(proc.pid)
             proc.wait()
+            children.ended(proc)
+            children.end_orphans(label)  # and what left the group (setsid), once reparented to Bob
 
 
 class _Channel:

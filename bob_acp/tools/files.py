@@ -19,8 +19,22 @@ MAX_EDIT_BYTES = 64 * 1024 * 1024  # files edited in memory; past it the model i
 BINARY_SNIFF = 8192
 
 
+PRIVATE_FOLDERS = (".git", ".bob")  # the project's own state: a change there runs code or changes Bob
+
+
 def resolve(path: str, cwd: str) -> str:
     return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+
+
+def in_project(path: str, cwd: str) -> bool:
+    """True when `path`, with every link followed as the kernel would, lies inside the project
+    folder `cwd` and under none of its private folders (.git, .bob) at any depth."""
+    root = os.path.realpath(cwd)
+    real = os.path.realpath(resolve(path, cwd))
+    if real == root or not real.startswith(root.rstrip(os.sep) + os.sep):
+        return False
+    inside = os.path.relpath(real, root).split(os.sep)
+    return not any(part in PRIVATE_FOLDERS for part in inside)
 
 
 def _arg(args: dict, name: str, kind: type, required: bool = True):
@@ -77,6 +91,10 @@ class _FileTool(Tool):
         if not isinstance(path, str) or not path or "\0" in path:
             return []
         return [Location(clean(resolve(path, cwd)))]
+
+    def in_project(self, args: dict, cwd: str) -> bool:
+        path = args.get("path")
+        return isinstance(path, str) and bool(path) and "\0" not in path and in_project(path, cwd)
 
     def grant(self, args: dict, cwd: str) -> str:
         path = args.get("path")
