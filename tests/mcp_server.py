@@ -34,7 +34,12 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}}},
     {"name": "weird.name with spaces", "description": "A name that needs cleaning.",
      "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "escape", "description": "Starts a child that leaves the process group (setsid).",
+     "inputSchema": {"type": "object", "properties": {"marker": {"type": "string"}}}},
+    {"name": "big", "description": "Answers with `size` bytes of text.",
+     "inputSchema": {"type": "object", "properties": {"size": {"type": "integer"}}}},
 ]
+MANY = int(os.environ.get("MCP_TEST_MANY_TOOLS", "0"))  # extra tools listed (the cap on tools offered)
 EXTRA = {"name": "extra", "description": "Added by grow.", "inputSchema": {"type": "object", "properties": {}}}
 
 
@@ -42,7 +47,8 @@ class Server:
     def __init__(self, send, record: str | None):
         self.send = send  # send(message dict)
         self.record = record
-        self.tools = list(TOOLS)
+        self.tools = list(TOOLS) + [{"name": f"many{i}", "description": "One of many.",
+                                     "inputSchema": {"type": "object", "properties": {}}} for i in range(MANY)]
         self.cancelled: set = set()
         self.lock = threading.Lock()
 
@@ -108,6 +114,12 @@ class Server:
             return self.text(msg_id, "extra tool ran")
         if name == "crash":
             os._exit(3)
+        if name == "escape":
+            subprocess.Popen(["setsid", "sleep", f"300.{args.get('marker', '0')}"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            return self.text(msg_id, "escaped")
+        if name == "big":
+            return self.text(msg_id, "x" * int(args.get("size", 0)))
         if name == "spawn":
             subprocess.Popen(["sleep", f"300.{args.get('marker', '0')}"], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
@@ -130,6 +142,9 @@ def serve_stdio(args) -> None:
         time.sleep(0.5)
         return
     print("test MCP server ready (stderr goes to Bob's log)", file=sys.stderr, flush=True)
+    if args.noisy:
+        threading.Thread(target=lambda: [print(f"noise {i}", file=sys.stderr) for i in range(args.noisy)],
+                         daemon=True).start()
     for line in sys.stdin:
         try:
             message = json.loads(line)
@@ -163,6 +178,17 @@ def serve_http(args) -> None:
         def do_POST(self):
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             message = json.loads(body)
+            if args.record:
+                with open(args.record, "a") as handle:
+                    handle.write(json.dumps({"path": self.path, "headers": dict(self.headers)}) + "\n")
+            if self.path.startswith("/redirect"):
+                return self.reply(307, b"", "application/json", {"Location": "http://127.0.0.2:9/elsewhere"})
+            if self.path.startswith("/huge") and message.get("method") == "tools/call":
+                answer = (b'{"jsonrpc": "2.0", "id": %d, "result": {"content": [{"type": "text", "text": "'
+                          % message["id"] + b"x" * (args.huge << 20) + b'"}]}}')
+                if args.sse:
+                    return self.reply(200, b"data: " + answer + b"\n\n", "text/event-stream")
+                return self.reply(200, answer, "application/json")
             sid = self.headers.get("Mcp-Session-Id")
             if message.get("method") != "initialize" and sid not in sessions:
                 return self.reply(400, b'{"error": "missing or unknown Mcp-Session-Id"}', "application/json")
@@ -216,6 +242,8 @@ def main() -> None:
     parser.add_argument("--http")
     parser.add_argument("--sse", action="store_true")
     parser.add_argument("--marker", default="")  # only so tests can find this process in /proc
+    parser.add_argument("--noisy", type=int, default=0)  # lines written to stderr at start
+    parser.add_argument("--huge", type=int, default=8)  # MiB of the /huge path's tools/call answer
     args = parser.parse_args()
     if args.http:
         serve_http(args)

@@ -145,6 +145,13 @@ class Chat:
         if kind == "available_commands_update":
             self.commands = update.get("availableCommands") or []
             return
+        if kind == "current_mode_update":
+            self.screen.end_stream()
+            mode = update.get("currentModeId")
+            if mode == "ask":
+                self.screen.line("approval mode: ask", "dim")
+            self.show_mode(mode)
+            return
         message = update.get("messageId")
         if kind in ("agent_message_chunk", "agent_thought_chunk") and message != self._last_message:
             self.screen.end_stream()  # a new message starts on its own line
@@ -188,11 +195,20 @@ class Chat:
             self.screen.line(f"Loaded session {load}:", "bold")
             response = self.call("session/load", {"sessionId": load, "cwd": self.cwd, "mcpServers": []})
             self.screen.end_stream()
-            _result(response, f"cannot load session {load}")
+            result = _result(response, f"cannot load session {load}")
             self.session_id = load
         else:
-            self.session_id = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": []}),
-                                      f"cannot open a session in {self.cwd}")["sessionId"]
+            result = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": []}),
+                             f"cannot open a session in {self.cwd}")
+            self.session_id = result["sessionId"]
+        modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
+        self.show_mode(modes.get("currentModeId"))
+
+    def show_mode(self, mode: object) -> None:
+        """A session that asks less than `ask` always says so on screen."""
+        if isinstance(mode, str) and mode != "ask":
+            what = "file edits in this project run" if mode == "allow-edits" else "tool calls run"
+            self.screen.line(f"approval mode: {visible.line(mode)} ({what} without asking)", "yellow")
 
     def turn(self, text: str) -> str:
         """One prompt; its stop reason, or "error"."""

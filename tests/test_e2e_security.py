@@ -1,0 +1,291 @@
+"""Issue 22 against the real bob-acp: grants that mean what the user approved, a terminal that
+cannot be spoofed, no orphan however a process escapes, and keys that stay put."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pexpect
+import pytest
+import yaml
+from bob_client import allow, allow_always, bob_command, message_text, updates
+from procs import wait_gone, wait_present
+from test_e2e_mcp import SERVER, calls, marker, mcp_bob, stdio  # noqa: F401 (mcp_bob: a fixture)
+
+pytestmark = pytest.mark.e2e
+
+KEY = "sk-secret-security-key-0123456789"
+
+
+def bash(command):
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
+
+
+def tool(tool_name, **arguments):
+    return {"tool_calls": [{"name": tool_name, "arguments": arguments}]}
+
+
+# ---- 1. the chat shows exactly what will run -------------------------------------------------------
+
+SPOOF = "touch PWNED; : \x1b[2K\r\u2026? Allow bash: ls -la"
+
+
+def test_the_chat_shows_the_command_that_will_run_and_no_escape_reaches_the_terminal(bob_env, tmp_path, workdir):
+    script = {"turns": [{"replies": [
+        {"text": "hello \x1b]52;c;ZXZpbA==\x07 \x1b]0;owned\x07 \x1b[2J\x1b[H done\n", **bash(SPOOF)},
+        bash("printf 'out \\033[31mred\\033[0m \\033]0;title\\007 \\r over\\n'"),
+        {"text": "bye"},
+    ]}]}
+    (tmp_path / "script.yaml").write_text(yaml.safe_dump(script))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"provider": "script",
+                                                                   "script": str(tmp_path / "script.yaml")}}))
+    env = {k: v for k, v in {**bob_env, "TERM": "xterm"}.items() if k != "PYTHONUNBUFFERED"}
+    child = pexpect.spawn(bob_command()[0], bob_command()[1:] + ["chat", "go"], cwd=str(workdir), env=env,
+                          encoding="utf-8", timeout=20, dimensions=(50, 200),
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    seen = io.StringIO()
+    child.logfile_read = seen
+    try:
+        child.expect(r"Allow bash: touch PWNED; : ␛\[2K\^M…\? Allow bash: ls -la\?")
+        child.sendline("y")
+        child.expect(r"\[y\]es once")
+        child.sendline("y")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    everything = seen.getvalue()
+    assert (workdir / "PWNED").exists()  # what ran is what the question showed
+    for sequence in ("\x1b]", "\x1b[2J", "\x1b[H", "\x1b[2K", "\x07", "\x1b[31m"):
+        assert sequence not in everything, sequence
+    assert "␛]52;c;ZXZpbA==^G" in everything and "␛[31mred" in everything
+
+
+# ---- 2. a command grant matches only the command bash will run --------------------------------------
+
+VARIANTS = ["echo granted\nid", "echo\x0bgranted", "echo\xa0granted", "echo\u2028granted", "echo granted\r",
+            "echo\u200bgranted", "echo\tgranted\x1b"]
+
+
+def test_a_command_grant_covers_only_the_same_words(scripted):
+    bob, sid = scripted([{"replies": [bash("echo granted"), bash("echo   granted"), bash("echo\t granted ")]
+                          + [bash(v) for v in VARIANTS] + [{"text": "done"}]}],
+                        config={"permissions": {"allowAlways": "command"}})
+    asked = []
+
+    def answer(request):
+        asked.append(request["params"]["toolCall"]["rawInput"]["command"])
+        options = {o["optionId"] for o in request["params"]["options"]}
+        return allow_always(request) if "allow_always" in options else allow(request)
+
+    response, _ = bob.prompt(sid, "go", answer=answer)
+    assert response["result"]["stopReason"] == "end_turn"
+    assert asked == ["echo granted"] + VARIANTS  # the spaced-out forms were covered, no variant was
+    kinds = [[o["kind"] for o in f["params"]["options"]] for f in bob.frames
+             if f.get("method") == "session/request_permission"]
+    assert kinds[0] == ["allow_once", "allow_always", "reject_once"]
+    assert all(k == ["allow_once", "reject_once"] for k in kinds[1:])  # never offered to be remembered
+
+
+# ---- 3. allow-edits means this project's files -----------------------------------------------------------
+
+def test_allow_edits_runs_unasked_only_inside_the_project(scripted, workdir, tmp_path):
+    (workdir / ".git").mkdir()
+    (workdir / "link").symlink_to(tmp_path / "home")
+    (tmp_path / "outside.txt").write_text("outside\n")
+    paths = ["inside.txt", ".git/config", ".bob/x.txt", "../outside.txt", "link/.bashrc", str(tmp_path / "o2.txt"),
+             "sub/.git/hooks/pre-commit"]
+    bob, sid = scripted([{"replies": [tool("write_file", path=p, content="x\n") for p in paths]
+                          + [tool("read_file", path="inside.txt"), tool("read_file", path="../outside.txt"),
+                             {"text": "done"}]}], config={"permissions": {"mode": "allow-edits"}})
+    asked = []
+    bob.prompt(sid, "go", answer=lambda r: asked.append(r["params"]["toolCall"]["title"]) or allow(r))
+    assert asked == [f"write_file: {p}" for p in paths[1:]] + ["read_file: ../outside.txt"]
+    assert (workdir / "inside.txt").read_text() == "x\n"
+
+
+# ---- 4. an "always" for an MCP tool never moves to another tool ---------------------------------------
+
+def test_a_grant_stays_with_its_server_and_a_name_is_never_given_again(mcp_bob):
+    servers = [stdio("a.b"), stdio("a_b")]  # both sanitise to mcp__a_b__…
+    turns = [{"replies": [tool("mcp__a_b__echo", message="first"), tool("mcp__a_b__crash"),
+                          tool("mcp__a_b__echo", message="again"), tool("mcp__a_b__echo_2", message="other"),
+                          {"text": "done"}]}]
+    bob, sid = mcp_bob(turns, servers)
+    asked = []
+
+    def answer(request):
+        title = request["params"]["toolCall"]["title"]
+        asked.append(title)
+        return allow_always(request) if "echo" in title else allow(request)
+
+    _, frames = bob.prompt(sid, "go", answer=answer)
+    assert asked == ["a.b: echo", "a.b: crash", "a_b: echo"]  # the second server's echo asked
+    results = [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u]
+    assert results[2].startswith("error: unknown tool 'mcp__a_b__echo'")  # gone with its server, not rebound
+    assert results[3] == "echo: other"
+
+
+def test_tools_past_the_cap_are_left_out_with_one_line(mcp_bob, monkeypatch):
+    monkeypatch.setenv("MCP_TEST_MANY_TOOLS", "150")
+    server = stdio()
+    server["env"] = [{"name": "MCP_TEST_MANY_TOOLS", "value": "150"}]
+    bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [server])
+    lines = [u["content"]["text"] for u in updates(bob.frames, "agent_message_chunk")]
+    assert len(lines) == 1 and "limit of 128 tools in all were left out: test: many112," in lines[0]
+    assert "and 28 more" in lines[0]
+
+
+# ---- 5. HTTP servers are bounded and stay where they were configured ----------------------------------
+
+@pytest.fixture
+def http_mcp(tmp_path):
+    procs = []
+
+    def start(*extra):
+        port_file = tmp_path / f"port{len(procs)}"
+        record = tmp_path / f"record{len(procs)}.jsonl"
+        proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file), "--record", str(record), *extra])
+        procs.append(proc)
+        deadline = time.monotonic() + 10
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{port_file.read_text()}", record
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_a_redirect_is_not_followed(mcp_bob, http_mcp):
+    base, record = http_mcp()
+    server = {"type": "http", "name": "web", "url": base + "/redirect?token=hunter2-secret",
+              "headers": [{"name": "X-Api-Key", "value": "key-value"}]}
+    bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [server])
+    line = message_text(bob.frames)
+    assert "redirected (HTTP 307) to http://127.0.0.2" in line and "does not follow redirects" in line
+    assert "hunter2-secret" not in json.dumps(bob.frames) + bob.stderr()
+
+
+@pytest.mark.parametrize("sse", [False, True])
+def test_an_answer_past_the_cap_fails_the_call_not_the_turn(mcp_bob, http_mcp, sse):
+    base, _ = http_mcp(*(["--sse"] if sse else []))
+    server = {"type": "http", "name": "web", "url": base + "/huge", "headers": []}
+    bob, sid = mcp_bob(calls(("mcp__web__echo", {"message": "x"})), [server], permissions={"mode": "allow-all"})
+    started = time.monotonic()
+    response, frames = bob.prompt(sid, "go")
+    assert response["result"]["stopReason"] == "end_turn"
+    failed = [u for u in updates(frames, "tool_call_update") if u.get("status") == "failed"]
+    assert len(failed) == 1 and "exceeds 4 MiB" in failed[0]["rawOutput"]["output"]
+    assert time.monotonic() - started < 10
+
+
+def test_a_stdio_answer_over_the_frame_cap_fails_at_once(mcp_bob):
+    bob, sid = mcp_bob(calls(("mcp__test__big", {"size": 5 << 20})), [stdio()], permissions={"mode": "allow-all"},
+                       mcp={"timeout": 60})
+    started = time.monotonic()
+    response, frames = bob.prompt(sid, "go")
+    failed = [u for u in updates(frames, "tool_call_update") if u.get("status") == "failed"]
+    assert len(failed) == 1 and "exceeds the frame cap" in failed[0]["rawOutput"]["output"]
+    assert time.monotonic() - started < 30  # not mcp.timeout (60 s)
+
+
+def test_a_servers_stderr_is_logged_at_a_bounded_rate(mcp_bob):
+    server = stdio()
+    server["args"] += ["--noisy", "20000"]
+    bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [server])
+    time.sleep(1.0)  # the noise is written at once; give the log a moment
+    noise = bob.stderr().count("noise ")
+    assert 0 < noise <= 100
+
+
+# ---- 6. no orphan, even for a process that escaped its group ----------------------------------------------
+
+def test_a_setsid_grandchild_of_a_bash_call_ends_with_the_call(scripted):
+    mark = marker()
+    bob, sid = scripted([{"replies": [bash(f"setsid sleep 300.{mark} & sleep 0.2; echo started"), {"text": "ok"}]}],
+                        config={"permissions": {"mode": "allow-all"}})
+    response, frames = bob.prompt(sid, "go")
+    assert response["result"]["stopReason"] == "end_turn"
+    assert wait_gone(mark, timeout=5) == []
+
+
+def test_after_sigkill_nothing_bob_started_is_left(mcp_bob, scripted):
+    mark = marker()
+    turns = [{"replies": [tool("mcp__test__spawn", marker=mark), tool("mcp__test__escape", marker=mark),
+                          bash(f"(setsid sleep 301.{mark} &) ; sleep 302.{mark}")]}]
+    bob, sid = mcp_bob(turns, [stdio(mark=mark)], permissions={"mode": "allow-all"})
+    bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    wait_present(mark, count=5)  # the server, its child, its setsid child, the bash call's two
+    bob.kill()
+    assert wait_gone(mark, timeout=10) == []
+
+
+def test_servers_of_a_refused_session_new_end(mcp_bob, spawn_bob):
+    mark = marker()
+    bob, sid = mcp_bob([{"replies": [{"text": "x"}]}], [stdio(mark=mark)], limits={"maxSessions": 1})
+    present = len(wait_present(mark))
+    refused, _ = bob.call("session/new", {"cwd": bob.workdir, "mcpServers": [stdio(mark=mark)]})
+    assert refused["error"]["code"] == -32602
+    time.sleep(0.3)
+    from procs import with_marker
+    assert len(with_marker(mark)) == present
+
+
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
+def test_a_server_in_its_handshake_ends_with_bob(spawn_bob, tmp_path, how):
+    mark = marker()
+    path = tmp_path / "script.yaml"
+    path.write_text(yaml.safe_dump({"turns": []}))
+    bob = spawn_bob({"model": {"provider": "script", "script": str(path)}, "mcp": {"enabled": True, "timeout": 60}})
+    bob.initialize()
+    bob.request_async("session/new", {"cwd": bob.workdir, "mcpServers": [stdio("slow", "--no-answer", mark=mark)]})
+    wait_present(mark)
+    if how == "eof":
+        bob.proc.sendeof()
+    else:
+        os.kill(bob.pid, signal.SIGTERM)
+    assert bob.wait(10) == 0
+    assert wait_gone(mark, timeout=5) == []
+
+
+# ---- 7. the key stays out of what tools print ---------------------------------------------------------------
+
+def test_bobs_own_environment_and_known_secrets_never_reach_a_tool_result(spawn_bob, server, workdir):
+    (workdir / "leak.txt").write_text(f"the key is {KEY}\n")
+    server.enqueue(server.openai_tool_call("bash", {"command": "tr '\\0' '\\n' < /proc/$PPID/environ"}, call_id="a"),
+                   server.openai_tool_call("bash", {"command": "cat leak.txt"}, call_id="b"),
+                   server.openai_text("done"))
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 0}, "sessions": {"enabled": True}},
+                    env={"OPENAI_API_KEY": KEY, "BOB_TEST_MARK": "visible-marker"})
+    bob.initialize()
+    sid = bob.new_session()
+    response, frames = bob.prompt(sid, "go", answer=allow)
+    outputs = [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u]
+    assert "BOB_TEST_MARK=visible-marker" in outputs[0]  # Bob's environment was read, less the key
+    assert "OPENAI_API_KEY" not in outputs[0]
+    assert outputs[1].startswith("the key is [redacted]")
+    everything = json.dumps(bob.frames) + json.dumps([r["body"] for r in server.requests]) + bob.stderr()
+    everything += (workdir / ".bob" / "sessions" / f"{sid}.json").read_text()
+    assert KEY not in everything
+
+
+# ---- 9. project skills stay inside the project ----------------------------------------------------------------
+
+def test_a_project_skill_linking_outside_the_project_is_not_read(scripted, workdir, tmp_path):
+    private = tmp_path / "private.md"
+    private.write_text("---\nname: notes\ndescription: private notes\n---\nTHE PRIVATE TEXT\n")
+    folder = workdir / ".bob" / "skills" / "notes"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").symlink_to(private)
+    bob, sid = scripted([{"replies": [tool("read_skill", name="notes"), {"text": "done"}]}])
+    response, frames = bob.prompt(sid, "go")
+    output = [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u][0]
+    assert "THE PRIVATE TEXT" not in output and "no skill named 'notes'" in output
+    bob.wait_stderr("links outside the project")
