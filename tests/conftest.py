@@ -100,3 +100,27 @@ def scripted(spawn_bob, tmp_path):
         bob.initialize()
         return bob, bob.new_session()
     return start
+
+
+@pytest.fixture
+def mcp_bob(spawn_bob, tmp_path):
+    def start(turns, servers, mcp=None, **config):
+        path = tmp_path / "script.yaml"
+        path.write_text(yaml.safe_dump({"turns": turns}))
+        cfg = {"model": {"provider": "script", "script": str(path)}, "mcp": {"enabled": True, **(mcp or {})}}
+        for key, value in config.items():
+            cfg.setdefault(key, {}).update(value)
+        bob = spawn_bob(cfg)
+        bob.initialize()
+        response, frames = bob.call("session/new", {"cwd": bob.workdir, "mcpServers": servers})
+        sid = response["result"]["sessionId"]
+        while not any(f.get("method") == "session/update" and
+                      f["params"]["update"]["sessionUpdate"] == "available_commands_update" for f in bob.frames):
+            bob.read_frame()
+        try:  # what follows at once: a line for each server that could not be used
+            while True:
+                bob.read_frame(timeout=0.3)
+        except Exception:
+            pass
+        return bob, sid
+    return start

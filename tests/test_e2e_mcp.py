@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-import yaml
 from bob_client import allow, allow_always, updates
 from procs import wait_gone, wait_present
 
@@ -28,30 +27,6 @@ def marker():
 
 def stdio(name="test", *extra, mark=None):
     return {"name": name, "command": sys.executable, "args": [SERVER, *extra, "--marker", mark or marker()], "env": []}
-
-
-@pytest.fixture
-def mcp_bob(spawn_bob, tmp_path):
-    def start(turns, servers, mcp=None, **config):
-        path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump({"turns": turns}))
-        cfg = {"model": {"provider": "script", "script": str(path)}, "mcp": {"enabled": True, **(mcp or {})}}
-        for key, value in config.items():
-            cfg.setdefault(key, {}).update(value)
-        bob = spawn_bob(cfg)
-        bob.initialize()
-        response, frames = bob.call("session/new", {"cwd": bob.workdir, "mcpServers": servers})
-        sid = response["result"]["sessionId"]
-        while not any(f.get("method") == "session/update" and
-                      f["params"]["update"]["sessionUpdate"] == "available_commands_update" for f in bob.frames):
-            bob.read_frame()
-        try:  # what follows at once: a line for each server that could not be used
-            while True:
-                bob.read_frame(timeout=0.3)
-        except Exception:
-            pass
-        return bob, sid
-    return start
 
 
 def calls(*names_and_args, end="done"):

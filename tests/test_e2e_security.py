@@ -16,7 +16,7 @@ import pytest
 import yaml
 from bob_client import allow, allow_always, bob_command, message_text, updates
 from procs import wait_gone, wait_present
-from test_e2e_mcp import SERVER, calls, marker, mcp_bob, stdio  # noqa: F401 (mcp_bob: a fixture)
+from test_e2e_mcp import SERVER, calls, marker, stdio
 
 pytestmark = pytest.mark.e2e
 
