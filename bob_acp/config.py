@@ -74,6 +74,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
     "acp": {
         "sessionHistory": Key("bool", False),
         "configOptions": Key("bool", False),
+        "replayStatus": Key("enum", "completed", choices=("completed", "recorded")),
     },
     "permissions": {
         "mode": Key("enum", "ask", choices=("ask", "allow-edits", "allow-all")),

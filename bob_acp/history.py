@@ -3,12 +3,14 @@
 This is the one format the engine, the providers, compression and the session files share:
 
     {"role": "system", "content": str}
-    {"role": "user", "content": str}
+    {"role": "user", "content": str, "typed": str?}           # typed: what the user wrote, when
+                                                             # Bob rewrote it (`/skill` → `$skill`)
     {"role": "user", "content": str, "summary": True}        # a compression summary
     {"role": "assistant", "content": str,
      "tool_calls": [{"id": str, "ref": "call_7", "name": str, "arguments": dict}],
      "thinking": [<provider reasoning blocks, sent back as they came>]}
-    {"role": "tool", "tool_call_id": str, "name": str, "content": str}
+    {"role": "tool", "tool_call_id": str, "name": str, "content": str, "failed": True?,
+     "unanswered": True?}                                     # unanswered: put there by repaired()
 
 `id` is the provider's own id for a tool call (sent back with its result); `ref` is the ACP
 `toolCallId` Bob showed the client (`call_N`, per process), used again by session/load replay.
@@ -20,14 +22,21 @@ the next user or assistant message, by exactly one tool message answering it.
 from __future__ import annotations
 
 SUMMARY_PREFIX = "[compression summary of the earlier conversation]\n"
+# The results Bob itself gives a call (the engine writes them; the session file and its replay read them).
+REJECTED = "[command rejected by the user]"
+CANCELLED_RESULT = "[cancelled by the user]"
+NOT_RUN = "[not run: the turn ended before this call]"
 
 
 def system(content: str) -> dict:
     return {"role": "system", "content": content}
 
 
-def user(content: str) -> dict:
-    return {"role": "user", "content": content}
+def user(content: str, typed: str | None = None) -> dict:
+    message = {"role": "user", "content": content}
+    if typed is not None and typed != content:
+        message["typed"] = typed
+    return message
 
 
 def summary(content: str) -> dict:
@@ -49,8 +58,55 @@ def assistant(content: str, tool_calls: list[dict] | None = None, thinking: list
     return message
 
 
-def tool_result(call: dict, content: str) -> dict:
-    return {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": content}
+def tool_result(call: dict, content: str, failed: bool = False) -> dict:
+    message = {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": content}
+    if failed:
+        message["failed"] = True
+    return message
+
+
+def repaired(messages: list[dict]) -> list[dict]:
+    """The history as a model API accepts it: each assistant message's tool calls answered by
+    their results before the conversation goes on (a call without one is answered as not run),
+    and no result that answers no call just made. Returns `messages` itself when nothing was
+    wrong (the common case costs one pass and no copy)."""
+    if _valid(messages):
+        return messages
+    out: list[dict] = []
+    pending: list[dict] = []  # calls of the last assistant message not answered yet
+    for message in messages:
+        role = message["role"]
+        if role == "tool":
+            match = next((c for c in pending if c["id"] == message["tool_call_id"]), None)
+            if match is not None:
+                pending.remove(match)
+                out.append(message)
+            continue  # a result for no call just made: dropped
+        out += [_unanswered(call) for call in pending]
+        pending = list(message.get("tool_calls", ())) if role == "assistant" else []
+        out.append(message)
+    out += [_unanswered(call) for call in pending]
+    return out
+
+
+def _unanswered(call: dict) -> dict:
+    """The result a call that never got one is given (a replay shows it as a call without one)."""
+    return {**tool_result(call, NOT_RUN, failed=True), "unanswered": True}
+
+
+def _valid(messages: list[dict]) -> bool:
+    pending: set[str] = set()
+    for message in messages:
+        if message["role"] == "tool":
+            if message["tool_call_id"] not in pending:
+                return False
+            pending.discard(message["tool_call_id"])
+            continue
+        if pending:
+            return False
+        if message["role"] == "assistant":
+            pending = {call["id"] for call in message.get("tool_calls", ())}
+    return not pending
 
 
 def unanswered_calls(messages: list[dict]) -> list[dict]:

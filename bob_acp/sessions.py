@@ -12,7 +12,14 @@ conversation is stored, with known secrets redacted: nothing from the config or 
 
 Two processes on one session (two editor windows) lose nothing: before a file is overwritten,
 its state on disk is compared with what this process last read or wrote; when another writer
-changed it, the file on disk stays and this conversation is saved under a new id instead.
+changed it, the file on disk stays and this conversation is saved under a new id instead. Within
+one process, saves of a file are serialised (the check, the write and its record are one step),
+so only another process can ever look like another writer.
+
+What is written is always a history a model API accepts (bob_acp.history.repaired): a save in
+the middle of a turn answers the calls still running as not run, and a file that lacks results
+(written by an older Bob at a crash) is repaired when it is loaded. `turns` in the head counts
+the user's messages, so a listing can leave out a session nobody wrote in.
 """
 
 from __future__ import annotations
@@ -50,6 +57,17 @@ def new_id(now: datetime.datetime | None = None) -> str:
 
 def valid_id(value: Any) -> bool:
     return isinstance(value, str) and SESSION_ID_RE.fullmatch(value) is not None
+
+
+FORK_MARK = " (fork)"
+
+
+def fork_title(title: str | None) -> str:
+    """The title of a conversation saved under a new id because another process took its file."""
+    base = (title or "untitled").removesuffix(FORK_MARK)
+    if len(base) + len(FORK_MARK) > MAX_TITLE:
+        base = base[:MAX_TITLE - len(FORK_MARK) - 1] + "…"
+    return base + FORK_MARK
 
 
 def title_of(messages: list[dict]) -> str | None:
@@ -106,6 +124,11 @@ def _now() -> str:
 
 _seen: dict[str, tuple] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
 _seen_lock = threading.Lock()
+_file_locks = [threading.Lock() for _ in range(64)]  # a save's check-write-record step, per file
+
+
+def _file_lock(path: str) -> threading.Lock:
+    return _file_locks[hash(path) % len(_file_locks)]
 
 
 def _signature(path: str) -> tuple | None:
@@ -132,27 +155,51 @@ class SessionStore:
 
     def save(self, sid: str, messages: list[dict], title: str | None = None, choices: dict | None = None) -> str:
         """Write the session; returns the id it was written under (another one when a second
-        writer changed this session's file since this process last read or wrote it)."""
+        process changed this session's file since this process last read or wrote it)."""
         path = self.path_for(sid)
-        head = self._head(path)
-        with _seen_lock:
-            known = _seen.get(path)
-        now_on_disk = _signature(path)
-        if now_on_disk is not None and known is not None and now_on_disk != known:
-            forked = new_id()
-            if self._log is not None:
-                self._log.warning(f"[acp] session {sid}: its file changed on disk since this process wrote it "
-                                  f"(another process on the same session?); the file is kept and this "
-                                  f"conversation is saved as {forked}")
-            return self.save(forked, messages, title, choices)
+        messages = history.repaired(messages)
+        with _file_lock(path):
+            head = self._head(path)
+            with _seen_lock:
+                known = _seen.get(path)
+            now_on_disk = _signature(path)
+            if now_on_disk is None or known is None or now_on_disk == known:
+                self._write(path, sid, head, messages, title, choices)
+                return sid
+        forked = new_id()
+        if self._log is not None:
+            self._log.warning(f"[acp] session {sid}: its file changed on disk since this process wrote it "
+                              f"(another process on the same session?); the file is kept and this "
+                              f"conversation is saved as {forked}")
+        return self.save(forked, messages, fork_title(title or head.get("title")), choices)
+
+    def _write(self, path: str, sid: str, head: dict, messages: list[dict], title: str | None,
+               choices: dict | None) -> None:
         document = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
                     "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
                     "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
+                    "turns": sum(1 for m in messages if m["role"] == "user"),
                     "messages": self._redact(messages) if self._redact else messages}
+        self._make_folder()
         atomic_write(path, codec.dumps(document, option=codec.OPT_INDENT_2) + b"\n")
         with _seen_lock:
             _seen[path] = _signature(path)
-        return sid
+
+    def _make_folder(self) -> None:
+        """The sessions folder; the first folder Bob creates for it holds a .gitignore of `*`,
+        so Bob's state never shows in the project's `git status`."""
+        if os.path.isdir(self.folder):
+            return
+        first = self.folder
+        while not os.path.isdir(os.path.dirname(first)) and os.path.dirname(first) != first:
+            first = os.path.dirname(first)
+        os.makedirs(self.folder, exist_ok=True)
+        if first.startswith(self.cwd.rstrip(os.sep) + os.sep):
+            try:
+                with open(os.path.join(first, ".gitignore"), "x", encoding="utf-8") as handle:
+                    handle.write("# Bob's own state (sessions): not part of the project\n*\n")
+            except OSError:
+                pass
 
     def _head(self, path: str) -> dict:
         try:
@@ -182,7 +229,7 @@ class SessionStore:
             _seen[path] = signature
         choices = document.get("choices") if isinstance(document.get("choices"), dict) else {}
         title = document.get("title") if isinstance(document.get("title"), str) else None
-        return StoredSession(sid, str(document.get("cwd", self.cwd)), document["messages"],
+        return StoredSession(sid, str(document.get("cwd", self.cwd)), history.repaired(document["messages"]),
                              str(document.get("createdAt", "")), str(document.get("updatedAt", "")), title,
                              {k: v for k, v in choices.items() if isinstance(k, str) and isinstance(v, str)})
 
@@ -224,6 +271,8 @@ class SessionStore:
             head = _parse_head(_read_head(self.path_for(sid)))
         except (OSError, ValueError):
             return None  # unreadable or not a session file: not listed
+        if head.get("turns") == 0:
+            return None  # nobody wrote in it (an editor opens a session per chat): nothing to resume
         when = head.get("updatedAt") if isinstance(head.get("updatedAt"), str) else _iso(mtime_ns)
         title = head.get("title") if isinstance(head.get("title"), str) else None
         return ListedSession(sid, str(head.get("cwd") or self.cwd), title, when)
@@ -316,6 +365,11 @@ def message_problem(message: Any) -> str | None:
         return f"unknown role {str(role)[:40]!r}"
     if not isinstance(message.get("content"), str):
         return "content must be a string"
+    if "typed" in message and not isinstance(message["typed"], str):
+        return "typed must be a string"
+    for flag in ("failed", "unanswered"):
+        if flag in message and not isinstance(message[flag], bool):
+            return f"{flag} must be true or false"
     if role == "tool":
         if not isinstance(message.get("tool_call_id"), str) or not isinstance(message.get("name"), str):
             return "a tool message needs tool_call_id and name strings"
@@ -339,23 +393,23 @@ def message_problem(message: Any) -> str | None:
 
 def replay_items(messages: list[dict]) -> list[ReplayItem]:
     """What session/load sends, in order (the product document's replay table)."""
-    from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED
-
-    outputs = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    outputs = {m["tool_call_id"]: m for m in messages if m["role"] == "tool"}
     items: list[ReplayItem] = []
     for message in messages:
         role = message["role"]
         if role == "user":
             if message.get("summary"):
                 items.append(ReplayItem("agent", "🗜️ " + history.summary_text(message)))
-            else:
-                items.append(ReplayItem("user", message["content"]))
+            else:  # what the user typed (`/greetings Ada`), not what the model was sent
+                items.append(ReplayItem("user", message.get("typed") or message["content"]))
         elif role == "assistant":
             if message["content"]:
                 items.append(ReplayItem("agent", message["content"]))
             for call in message.get("tool_calls", ()):
-                output = outputs.get(call["id"])
+                result = outputs.get(call["id"])
+                output = result["content"] if result is not None and not result.get("unanswered") else None
+                failed = bool(result is not None and result.get("failed")) or output in (
+                    history.REJECTED, history.CANCELLED_RESULT, history.NOT_RUN)  # (files from before 0.13)
                 items.append(ReplayItem("tool", ref=call.get("ref") or call["id"], name=call["name"],
-                                        arguments=call["arguments"], output=output,
-                                        failed=output in (REJECTED, CANCELLED_RESULT, NOT_RUN)))
+                                        arguments=call["arguments"], output=output, failed=failed))
     return items

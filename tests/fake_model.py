@@ -29,6 +29,53 @@ class Response:
     cache_usage: bool = False  # Anthropic: message_start reports prompt-cache reads as the real API does
 
 
+def history_problem(path: str, body) -> str | None:
+    """Why a real API would refuse this request's history with HTTP 400, or None: every tool
+    call must be answered by its result before the conversation goes on, and every result must
+    answer a call just made (OpenAI's chat completions and Anthropic's messages both check it)."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return None
+    messages = body["messages"]
+    if path.rstrip("/").endswith("/messages"):  # Anthropic: tool_use answered in the next user message
+        for index, message in enumerate(messages):
+            content = message.get("content") if isinstance(message, dict) else None
+            blocks = content if isinstance(content, list) else []
+            uses = {b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
+            results = {b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"}
+            if results:
+                before = messages[index - 1] if index else {}
+                made = {b.get("id") for b in before.get("content", []) if isinstance(b, dict)
+                        and b.get("type") == "tool_use"} if isinstance(before.get("content"), list) else set()
+                if not results <= made:
+                    return f"messages.{index}: tool_result blocks answer no tool_use of the previous message"
+            if uses:
+                after = messages[index + 1] if index + 1 < len(messages) else None
+                answered = {b.get("tool_use_id") for b in (after or {}).get("content", []) if isinstance(b, dict)
+                            and b.get("type") == "tool_result"} if after and isinstance(after.get("content"), list) else set()
+                if not uses <= answered:
+                    return (f"messages.{index}: tool_use ids were found without tool_result blocks immediately "
+                            f"after: {sorted(str(u) for u in uses - answered)}")
+        return None
+    pending: set = set()
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "tool":
+            if message.get("tool_call_id") not in pending:
+                return f"messages.[{index}]: a 'tool' message must respond to a preceding message with 'tool_calls'"
+            pending.discard(message.get("tool_call_id"))
+            continue
+        if pending:
+            return (f"messages.[{index}]: an assistant message with 'tool_calls' must be followed by tool messages "
+                    f"responding to each 'tool_call_id': missing {sorted(pending)}")
+        if role == "assistant":
+            pending = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+    if pending:
+        return f"the last assistant message's tool calls have no results: {sorted(pending)}"
+    return None
+
+
 def _sse(payload) -> bytes:
     data = payload if isinstance(payload, str) else json.dumps(payload)
     return f"data: {data}\n\n".encode()
@@ -43,6 +90,7 @@ class FakeModelServer:
         self.responses: queue.SimpleQueue = queue.SimpleQueue()
         self.requests: list[dict] = []
         self.cache_accounting_log: list[dict] = []
+        self.refused: list[str] = []  # why requests were answered 400 (a history a real API refuses)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._handlers: dict[threading.Thread, socket.socket] = {}
@@ -64,6 +112,11 @@ class FakeModelServer:
                 server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 self.request_body = body
                 self.accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
+                problem = history_problem(self.path, body)
+                if problem:  # as the real APIs do: a 400, and the enqueued answer stays for the next request
+                    server.refused.append(problem)
+                    return server._serve(self, Response(400, body=json.dumps(
+                        {"error": {"type": "invalid_request_error", "message": problem}}).encode()))
                 try:
                     response = server.responses.get_nowait()
                 except queue.Empty:

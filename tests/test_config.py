@@ -29,7 +29,7 @@ def test_defaults_are_the_documented_ones():
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},
         "skills": {"dirs": []},
         # Features the product document does not have are off: its behaviour, exactly.
-        "acp": {"sessionHistory": False, "configOptions": False},
+        "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed"},
         "permissions": {"mode": "ask", "allowAlways": "tool"},
         "mcp": {"enabled": False, "timeout": 30},
         "log": {"level": "info", "format": "console", "file": None},

@@ -74,3 +74,13 @@ def test_a_symlink_is_attached_under_the_name_written(tmp_path):
     os.symlink(tmp_path / "real.txt", tmp_path / "link.txt")
     found = attachments("@link.txt", str(tmp_path))
     assert found == [("link.txt", str(tmp_path / "link.txt"), "file")]
+
+
+def test_two_text_blocks_never_glue_two_words():
+    # CodeCompanion re-sends a cancelled message as a first block before the new one.
+    blocks = [{"type": "text", "text": "RUN: touch /tmp/stop-file"}, {"type": "text", "text": "hello after stop"}]
+    assert flatten(blocks) == "RUN: touch /tmp/stop-file\nhello after stop"
+    zed = [{"type": "text", "text": "fix "}, {"type": "text", "text": "@main.py"}, {"type": "text", "text": " please"}]
+    assert flatten(zed) == "fix @main.py please"
+    assert flatten([{"type": "text", "text": "a\n"}, {"type": "text", "text": "b"}]) == "a\nb"
+    assert flatten([{"type": "text", "text": ""}, {"type": "text", "text": "b"}]) == "b"

@@ -54,9 +54,33 @@ def test_save_and_load_round_trip_keeping_created_at(tmp_path):
     time.sleep(0.01)
     store.save(sid, conversation())
     loaded = store.load(sid)
-    assert loaded.messages == conversation()
+    assert loaded.messages == history.repaired(conversation())
     assert loaded.created_at == first["createdAt"] and loaded.updated_at > first["updatedAt"]
     assert os.listdir(tmp_path / ".bob" / "sessions") == [f"{sid}.json"]
+    assert (tmp_path / ".bob" / ".gitignore").read_text().endswith("*\n")  # Bob's folder stays out of git
+
+
+def test_what_is_saved_or_loaded_is_always_a_history_an_api_accepts(tmp_path):
+    messages = conversation()  # call tc2 has no result before the next assistant message
+    fixed = history.repaired(messages)
+    assert fixed[6] == {"role": "tool", "tool_call_id": "tc2", "name": "read_file", "content": history.NOT_RUN,
+                        "failed": True, "unanswered": True}
+    assert history.repaired(fixed) is fixed  # a valid history is given back as it is, uncopied
+    orphan = [history.system("s"), history.user("u"), {"role": "tool", "tool_call_id": "zz", "name": "bash",
+                                                       "content": "?"}]
+    assert history.repaired(orphan) == orphan[:2]  # a result answering no call is dropped
+    # A file an older Bob wrote at a crash, mid-turn: it loads repaired.
+    store = sessions.SessionStore(str(tmp_path), ".bob/sessions")
+    sid = sessions.new_id()
+    store.save(sid, [history.system("s")])
+    path = tmp_path / ".bob" / "sessions" / f"{sid}.json"
+    document = orjson.loads(path.read_bytes())
+    document["messages"] = messages[:6]
+    path.write_bytes(orjson.dumps(document))
+    loaded = store.load(sid).messages
+    assert loaded[-1]["tool_call_id"] == "tc2" and loaded[-1]["unanswered"] is True
+    replay = sessions.replay_items(loaded)
+    assert [(i.ref, i.output) for i in replay if i.kind == "tool"] == [("call_7", "a\nb\n"), ("call_8", None)]
 
 
 @pytest.mark.parametrize("content, reason", [

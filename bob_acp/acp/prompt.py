@@ -15,14 +15,20 @@ _TRAILING = ".,;:!?)]}'\""
 
 
 def flatten(blocks: list) -> str:
-    """Text blocks concatenated; a resource_link becomes an attached-file line; others ignored."""
+    """Text blocks concatenated; a resource_link becomes an attached-file line; others ignored.
+    Two texts are joined as they are when either side of the join is white space (an editor
+    that splits `fix `, a mention and ` please`), and with a newline otherwise, so the end of
+    one block and the start of the next never make one word."""
     parts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
         if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
+            text = block["text"]
+            if parts and text and parts[-1] and not parts[-1][-1].isspace() and not text[0].isspace():
+                parts.append("\n")
+            parts.append(text)
         elif kind == "resource_link" and isinstance(block.get("uri"), str):
             parts.append(f"\n[attached file: {link_text(block['uri'])}]")
     return "".join(parts)

@@ -108,9 +108,10 @@ class Handlers:
 
     def _replay(self, session: Session) -> int:
         items = sessions.replay_items(session.conv.messages)
+        recorded = self.server.cfg.acp.replayStatus == "recorded"
         self.server.engine.refs.reserve([item.ref for item in items if item.kind == "tool"])
         for item in items:
-            self.server.update(session.id, replay_update(item, session.cwd))
+            self.server.update(session.id, replay_update(item, session.cwd, recorded))
         return sum(1 for m in session.conv.messages if m["role"] != "system")
 
     # ---- list / close / delete ---------------------------------------------------------------
@@ -171,7 +172,7 @@ def _info(item: Any) -> dict:
     return info
 
 
-def replay_update(item: Any, cwd: str) -> dict:
+def replay_update(item: Any, cwd: str, recorded_status: bool = False) -> dict:
     if item.kind == "user":
         return p.user_chunk(item.text, new_message_id())
     if item.kind == "agent":
@@ -185,7 +186,8 @@ def replay_update(item: Any, cwd: str) -> dict:
     kind = tool.kind if tool else "execute"
     if item.output is None:
         return p.tool_call(item.ref, title, kind, item.arguments, places, status="failed")
-    frame = p.tool_call(item.ref, title, kind, item.arguments, places, status="completed",
+    status = "failed" if item.failed and recorded_status else "completed"  # completed: the default profile's replay
+    frame = p.tool_call(item.ref, title, kind, item.arguments, places, status=status,
                         content=result_content(item.name, item.arguments, item.output))
     frame["rawOutput"] = {"output": p.bounded(item.output)}
     return frame

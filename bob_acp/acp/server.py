@@ -297,7 +297,8 @@ class AgentServer:
             return
         conv = session.conv
         choices = {"model": conv.model, "mode": conv.mode} if self.cfg.acp.configOptions else {}
-        messages = conv.messages if messages is None else messages
+        # A copy: a save from the dispatcher (a mode change) can come while the turn appends.
+        messages = list(conv.messages if messages is None else messages)
         title = sessions.title_of(messages)
         try:
             written = self.store(session.cwd).save(sid or session.file_id, messages, title,
@@ -307,3 +308,6 @@ class AgentServer:
             return
         if sid is None and written != session.file_id:
             session.file_id = written
+            self.tell(session, f"⚠️ This conversation's file was changed by another Bob (the same session open "
+                               f"twice?). That file is kept as it is, and this conversation continues under the new "
+                               f"id {written} (titled “{sessions.fork_title(title)}”).")

@@ -95,13 +95,15 @@ class Handlers:
             return self.command_new(session, sink)
         if command == "/compact":
             return self.command_compact(session, sink, turn)
+        typed = text
         text = skills.rewrite_prompt(text, session.catalog)
         found = prompts.attachments(text, session.cwd)
         for _written, path, _kind in found:
             server.log.info(f"[acp] session {session.id}: attached {path}")
         text = prompts.with_attachments(text, found)
+        typed = prompts.with_attachments(typed, found)  # a replay shows what the user wrote
         try:
-            stop, stats = server.engine.run_turn(session.conv, text, sink, turn.cancel)
+            stop, stats = server.engine.run_turn(session.conv, text, sink, turn.cancel, typed)
         except engine.TurnFailed as failure:
             line = str(failure)
             server.log.warning(f"[acp] session {session.id}: turn failed: {line}")

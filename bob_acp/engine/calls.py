@@ -7,12 +7,9 @@ from dataclasses import dataclass, field
 import orjson
 
 from bob_acp import history
+from bob_acp.history import CANCELLED_RESULT, NOT_RUN, REJECTED  # noqa: F401  (the engine's words)
 from bob_acp.jsonrpc.codec import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolResult
-
-REJECTED = "[command rejected by the user]"
-CANCELLED_RESULT = "[cancelled by the user]"
-NOT_RUN = "[not run: the turn ended before this call]"
 
 
 @dataclass
@@ -40,12 +37,12 @@ def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, cwd: str,
     return Call(ref, name, arguments, tool, clean(title), tool.kind, locations, grant)
 
 
-def result_message(messages: list[dict], call: Call, output: str) -> dict:
+def result_message(messages: list[dict], call: Call, output: str, failed: bool = False) -> dict:
     for message in reversed(messages):
         if message["role"] == "assistant":
             for recorded in message.get("tool_calls", ()):
                 if recorded.get("ref") == call.ref:
-                    return history.tool_result(recorded, output)
+                    return history.tool_result(recorded, output, failed)
             break
     raise RuntimeError(f"tool call {call.ref} is not in the last assistant message")
 

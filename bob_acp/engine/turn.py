@@ -140,13 +140,15 @@ class Engine:
 
     # ---- a turn ------------------------------------------------------------------------------
 
-    def run_turn(self, conv: Conversation, text: str, sink: Sink, cancel: Cancel) -> tuple[str, TurnStats]:
-        """Run one prompt turn; returns (stop reason, stats) or raises TurnFailed."""
+    def run_turn(self, conv: Conversation, text: str, sink: Sink, cancel: Cancel,
+                 typed: str | None = None) -> tuple[str, TurnStats]:
+        """Run one prompt turn; returns (stop reason, stats) or raises TurnFailed. `typed`: what
+        the user wrote, when `text` is Bob's rewrite of it (kept for the replay)."""
         stats = TurnStats()
         if self.provider is None:
             sink.text(self.no_model_message, new_message_id())
             return REFUSAL, stats
-        question = history.user(text)
+        question = history.user(text, typed)
         conv.messages.append(question)
         try:
             stop = self._loop(conv, sink, cancel, stats)
@@ -252,7 +254,7 @@ class Engine:
             diff = result.diff
             diff.old_text = None if diff.old_text is None else self.redact(diff.old_text)
             diff.new_text = self.redact(diff.new_text)
-        conv.messages.append(result_message(conv.messages, call, result.output))
+        conv.messages.append(result_message(conv.messages, call, result.output, result.failed))
         sink.tool_finished(call, result)
 
     def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel) -> None:
@@ -274,7 +276,7 @@ class Engine:
     def _settle(self, conv: Conversation, question: dict, cancel: Cancel) -> None:
         """Leave a valid history: every tool call answered; a question with no answer removed."""
         for call in history.unanswered_calls(conv.messages):
-            conv.messages.append(history.tool_result(call, CANCELLED_RESULT if cancel.is_set() else NOT_RUN))
+            conv.messages.append(history.tool_result(call, CANCELLED_RESULT if cancel.is_set() else NOT_RUN, True))
         if conv.messages and conv.messages[-1] is question:
             conv.messages.pop()
 
