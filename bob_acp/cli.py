@@ -110,8 +110,14 @@ def serve(cfg: Any) -> int:
     writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
     server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env),
                          env=secrets.child_env(cfg, env), redact=redactor.tree if redactor else None)
+    wake_r, wake_w = os.pipe()
+
+    def closed() -> None:
+        server.on_close()
+        _poke(wake_w)
+
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
-                        on_close=server.on_close, urgent=frozenset({"session/cancel"}))
+                        on_close=closed, urgent=frozenset({"session/cancel"}))
     server.endpoint = endpoint
 
     def stop(signum: int, _frame: Any) -> None:
@@ -120,7 +126,7 @@ def serve(cfg: Any) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, stop)
-    endpoint.serve(in_stream)
+    endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w))
     if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
         import importlib
 
@@ -135,6 +141,31 @@ def serve(cfg: Any) -> int:
     logging_setup.close(0.5)
     _exit_now(0)
     return 0
+
+
+def _poke(fd: int) -> None:
+    try:
+        os.write(fd, b"\0")
+    except OSError:  # full (already awake) or closed: nothing to add
+        pass
+
+
+def _wait_awake(done: Any, wake_r: int, wake_w: int) -> None:
+    """The main thread waits for the end of serving in select(), never in a lock: a signal the
+    kernel hands to another of Bob's threads writes to the wake-up pipe (signal.set_wakeup_fd),
+    select() returns, and Python runs the handler here. (A main thread blocked in a lock
+    acquire is woken only by a signal delivered to it: a SIGTERM could wait for ever.)"""
+    import select
+
+    os.set_blocking(wake_w, False)
+    os.set_blocking(wake_r, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    while not done.is_set():
+        select.select([wake_r], [], [])
+        try:
+            os.read(wake_r, 512)
+        except BlockingIOError:
+            pass
 
 
 def _exit_now(code: int) -> None:

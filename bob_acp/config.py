@@ -261,8 +261,8 @@ def _build(schema: dict, raw: Any, prefix: str, source: str, base_dir: str) -> d
     out: dict[str, Any] = {}
     for name, spec in schema.items():
         dotted = prefix + name
-        if isinstance(spec, dict):
-            out[name] = _build(spec, raw.get(name) or {}, dotted + ".", source, base_dir)
+        if isinstance(spec, dict):  # a section left empty (`model:`) is all defaults; `model: 0` is an error
+            out[name] = _build(spec, {} if raw.get(name) is None else raw[name], dotted + ".", source, base_dir)
         elif name in raw:
             out[name] = _check(spec, raw[name], dotted, source, base_dir)
         else:

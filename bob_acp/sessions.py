@@ -237,7 +237,7 @@ class SessionStore:
         path = self.path_for(sid)
         try:
             os.unlink(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no file, or no sessions folder at all
             return False
         with _seen_lock:
             _seen.pop(path, None)

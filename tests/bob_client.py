@@ -20,6 +20,7 @@ from acp_schema import FrameValidator
 from pexpect.popen_spawn import PopenSpawn
 
 _VALIDATOR: FrameValidator | None = None
+FRAME_CAP = 4 * 1024 * 1024
 
 
 def validator() -> FrameValidator:
@@ -70,6 +71,9 @@ class Bob:
     def read_frame(self, timeout: float | None = None) -> dict:
         self.proc.expect(b"\n", timeout=self.timeout if timeout is None else timeout)
         line = self.proc.before
+        # Bob's frames stay within the cap it enforces on input: a client with the same cap
+        # would drop a longer one (and a turn could wait on a question nobody saw).
+        assert len(line) <= FRAME_CAP, f"bob wrote a frame of {len(line)} bytes, over the {FRAME_CAP}-byte cap"
         try:
             frame = orjson.loads(line)
         except orjson.JSONDecodeError:

@@ -43,8 +43,12 @@ def ensure() -> str:
             # never published for macOS and Windows, which npm cannot put in a lock file, and
             # `npm ci` then refuses the lock as out of sync. `npm install --no-save` installs
             # exactly what the lock pins and leaves it untouched.
+            # npm's cache and logs in a folder of the checkout, not the developer's ~/.npm.
+            cache = os.path.join(HERE, ".npm-cache")
+            env = {**os.environ, "npm_config_cache": cache, "npm_config_logs_dir": os.path.join(cache, "_logs"),
+                   "npm_config_update_notifier": "false"}
             proc = subprocess.run([npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error"],
-                                  cwd=HERE, capture_output=True, text=True, timeout=600)
+                                  cwd=HERE, capture_output=True, text=True, timeout=600, env=env)
             if proc.returncode != 0:
                 _state["error"] = f"npm install in tests/js failed: {_npm_reason(proc.stderr)}"
                 _unavailable(_state["error"])

@@ -132,8 +132,8 @@ def test_shutdown_mid_tool_kills_the_tool_and_exits_0(scripted, how):
         bob.proc.sendeof()
     else:  # SIGHUP (an editor over SSH, a closed terminal) is SIGTERM
         os.kill(bob.pid, signal.SIGTERM if how == "sigterm" else signal.SIGHUP)
-    assert bob.wait(3) == 0
-    assert time.monotonic() - started < 1.5
+    assert bob.wait(10) == 0
+    assert time.monotonic() - started < 5  # not the tool's 300 s (how fast: scripts/bench.py)
     assert wait_gone(marker_num) == []
 
 
@@ -149,7 +149,7 @@ def test_bash_timeout_kills_the_tree(scripted):
 
 
 def test_a_cancel_right_behind_the_prompt_is_never_lost(scripted):
-    bob, sid = scripted([{"replies": [{"chunks": ["a", "b", "c"], "delay": 2}]}])
+    bob, sid = scripted([{"replies": [{"chunks": ["a", "b", "c"], "delay": 10}]}])
     for n in range(5):
         msg_id = 900 + n
         bob._methods[msg_id] = "session/prompt"
@@ -159,8 +159,8 @@ def test_a_cancel_right_behind_the_prompt_is_never_lost(scripted):
         import orjson
         bob.send_raw(orjson.dumps(prompt) + b"\n" + orjson.dumps(cancel) + b"\n")  # one write
         started = time.monotonic()
-        response, _ = bob.wait_response(msg_id, timeout=5)
-        assert response["result"] == {"stopReason": "cancelled"} and time.monotonic() - started < 1.5
+        response, _ = bob.wait_response(msg_id, timeout=15)
+        assert response["result"] == {"stopReason": "cancelled"} and time.monotonic() - started < 8  # not 20 s
 
 
 def test_a_cancel_read_before_the_answer_always_makes_it_cancelled(scripted, workdir):

@@ -130,7 +130,7 @@ def test_close_drops_the_session_and_keeps_its_file(history_bob, workdir):
     assert (workdir / ".bob" / "sessions" / f"{sid}.json").exists()
 
 
-def test_delete_removes_the_file_refuses_a_running_turn_and_knows_no_stranger(history_bob, workdir):
+def test_delete_removes_the_file_refuses_a_running_turn_and_is_silent_for_a_stranger(history_bob, workdir):
     bob, _ = history_bob()
     sid = bob.new_session()
     running = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "tools"}]})
@@ -142,8 +142,47 @@ def test_delete_removes_the_file_refuses_a_running_turn_and_knows_no_stranger(hi
     bob.wait_response(running)
     assert bob.result("session/delete", {"sessionId": sid}) == {}
     assert not (workdir / ".bob" / "sessions" / f"{sid}.json").exists()
-    unknown, _ = bob.call("session/delete", {"sessionId": "20260101-000000-00000000"})
-    assert unknown["error"]["code"] == -32602 and "session not found" in unknown["error"]["message"]
+    assert bob.result("session/delete", {"sessionId": sid}) == {}  # deleted already: silently fine
+    assert bob.result("session/delete", {"sessionId": "20260101-000000-00000000"}) == {}  # never was
+    malformed, _ = bob.call("session/delete", {"sessionId": "../x"})
+    assert malformed["error"]["code"] == -32602
+
+
+def test_list_and_delete_with_the_sessions_folder_deleted_under_bob(history_bob, workdir):
+    import shutil
+    bob, _ = history_bob()
+    sid = bob.new_session()
+    bob.prompt(sid, "hi")
+    shutil.rmtree(workdir / ".bob")
+    assert bob.result("session/list", {"cwd": str(workdir)}) == {"sessions": []}
+    assert bob.result("session/list", {}) == {"sessions": []}
+    assert bob.result("session/delete", {"sessionId": "20260101-000000-00000000"}) == {}
+    (workdir / ".bob").write_text("a file where the folder was")
+    assert bob.result("session/list", {"cwd": str(workdir)}) == {"sessions": []}
+    assert bob.result("session/delete", {"sessionId": sid}) == {}
+
+
+def test_list_leaves_out_sessions_nobody_wrote_in(history_bob, workdir):
+    bob, _ = history_bob()
+    empty = bob.new_session()
+    used = bob.new_session()
+    bob.prompt(used, "hi")
+    listed = [s["sessionId"] for s in bob.result("session/list", {"cwd": str(workdir)})["sessions"]]
+    assert listed == [used] and empty not in listed
+
+
+def test_resume_sends_the_slash_commands(history_bob, workdir):
+    bob, _ = history_bob()
+    sid = bob.new_session()
+    bob.prompt(sid, "hi")
+    bob.close()
+    again, _ = history_bob()
+    response, frames = again.call("session/resume", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    assert "result" in response
+    while not updates(again.frames, "available_commands_update"):
+        again.read_frame()
+    assert [c["name"] for c in updates(again.frames, "available_commands_update")[0]["availableCommands"]][:2] == [
+        "new", "compact"]
 
 
 def test_the_conversation_new_keeps_is_listed_with_its_own_title(history_bob, workdir):

@@ -25,7 +25,8 @@ def ctx(tmp_path):
     path.write_text(yaml.safe_dump({}))
     work = tmp_path / "work"
     work.mkdir()
-    return ToolContext(cwd=str(work), config=config.load(str(path), env={}))
+    return ToolContext(cwd=str(work), config=config.load(str(path), env={}),
+                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work), "LANG": "C.UTF-8"})
 
 
 # ---- 1. the umask is never changed -----------------------------------------------------------

@@ -169,7 +169,7 @@ def test_cancel_closes_a_silent_stream_at_once_and_leaves_no_thread(server, tmp_
     started = time.monotonic()
     with pytest.raises(Cancelled):
         provider.generate(messages(), [], TextOnly(seen.append), cancel)
-    assert time.monotonic() - started < 1.5 and seen == ["start"]
+    assert time.monotonic() - started < 5 and seen == ["start"]  # the stream stalls for ever
     timer.join()
     time.sleep(0.1)
     assert threading.active_count() <= threads_before + 1  # the fake server's handler may linger

@@ -89,7 +89,7 @@ def test_delay_honours_cancel(provider):
     started = time.monotonic()
     with pytest.raises(Cancelled):
         play(p, conv("go"), cancel)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5  # the chunks would take 10 s
 
 
 def test_scripted_error_after_chunks(provider):

@@ -45,6 +45,12 @@ ALLOW, ALLOW_ALWAYS, REJECT = "allow", "allow_always", "reject"
 # texts (a content and rawOutput, or a diff's old and new) stay under the 4 MiB frame cap.
 MAX_TEXT = 256 * 1024
 DIFF_CONTEXT = 3  # unchanged lines kept around a summarised diff's changed region
+MAX_PATH = 4096  # characters of a path or title in a frame (PATH_MAX)
+# rawInput: the model's arguments as the client sees them. The model and the session file keep
+# them whole; a frame gets each string within MAX_INPUT_TEXT characters, and all of them within
+# MAX_INPUT characters, saying what was cut, so the frame stays far under the cap.
+MAX_INPUT_TEXT = 64 * 1024
+MAX_INPUT = 256 * 1024
 LANGUAGES = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".ts": "typescript", ".tsx": "tsx",
              ".jsx": "jsx", ".rs": "rust", ".go": "go", ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp",
              ".hpp": "cpp", ".java": "java", ".kt": "kotlin", ".rb": "ruby", ".sh": "sh", ".bash": "bash",
@@ -140,7 +146,7 @@ def terminal_content(terminal_id: str) -> dict:
 
 
 def location(path: str, line: int | None = None) -> dict:
-    found: dict[str, Any] = {"path": path}
+    found: dict[str, Any] = {"path": bounded(path, MAX_PATH)}
     if line is not None:
         found["line"] = line
     return found
@@ -154,7 +160,7 @@ def tool_call(ref: str, title: str, kind: str, raw_input: dict, locations: list[
         "title": bounded(title, 4096),
         "kind": kind,
         "status": status,
-        "rawInput": raw_input,
+        "rawInput": bounded_input(raw_input),
     }
     if locations:
         frame["locations"] = locations
@@ -182,12 +188,40 @@ def tool_call_update(ref: str, status: str | None = None, content: list[dict] | 
 def tool_request(ref: str, title: str, kind: str, raw_input: dict, locations: list[dict],
                  content: list[dict] | None = None) -> dict:
     """The toolCall of a permission request (a ToolCallUpdate)."""
-    frame = {"toolCallId": ref, "title": bounded(title, 4096), "kind": kind, "status": "pending", "rawInput": raw_input}
+    frame = {"toolCallId": ref, "title": bounded(title, 4096), "kind": kind, "status": "pending",
+             "rawInput": bounded_input(raw_input)}
     if locations:
         frame["locations"] = locations
     if content:
         frame["content"] = content
     return frame
+
+
+def bounded_input(value: Any) -> Any:
+    """A tool call's arguments for a frame: each string within MAX_INPUT_TEXT characters (head
+    and tail around a marker) and, past MAX_INPUT characters in all, a note in their place."""
+    budget = [MAX_INPUT]
+
+    def walk(item: Any, depth: int) -> Any:
+        if isinstance(item, str):
+            shown = bounded(item, MAX_INPUT_TEXT)
+            budget[0] -= len(shown)
+            return shown
+        budget[0] -= 8
+        if depth > 32:
+            return "[… nested too deep, not shown …]"
+        if isinstance(item, dict):
+            return {str(key)[:MAX_PATH]: walk(v, depth + 1) for key, v in item.items()}
+        if isinstance(item, list):
+            return [walk(v, depth + 1) for v in item]
+        return item
+
+    shown = walk(value, 0)
+    if budget[0] >= 0:
+        return shown
+    size = len(codec.dumps(value))
+    return {"_bob": f"[the arguments ({size} bytes of JSON) are too large to show here; the model's call holds "
+                    f"them whole]"}
 
 
 def bounded(text: str, limit: int = MAX_TEXT) -> str:

@@ -138,7 +138,11 @@ class Handlers:
     def _known_cwds(self) -> set[str]:
         with self.server.sessions_lock:
             held = {s.cwd for s in self.server.sessions.values()}
-        return held | self.cwds | {os.getcwd()}
+        try:
+            here = {os.getcwd()}
+        except OSError:  # the folder Bob was started in was deleted under it
+            here = set()
+        return held | self.cwds | here
 
     def close(self, params: dict) -> dict:
         session = self.server.session(params)
@@ -147,6 +151,8 @@ class Handlers:
         return {}
 
     def delete(self, params: dict) -> dict:
+        """Forget a session and delete its file. An id nobody knows (never was, or deleted
+        already) succeeds silently, as the protocol says it SHOULD; a malformed id does not."""
         server = self.server
         sid = required_str(params, "sessionId")
         if not sessions.valid_id(sid):
@@ -156,13 +162,11 @@ class Handlers:
             if held is not None and held.busy:
                 raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
         folders = [held.cwd] if held is not None else sorted(self._known_cwds())
-        for cwd in folders:
-            if server.store(cwd).delete(sid):
-                if held is not None:
-                    server.drop(held)
-                server.log.info(f"[acp] session {sid}: deleted")
-                return {}
-        raise unknown_session(sid, "no session file with this id")
+        found = any(server.store(cwd).delete(sid) for cwd in folders)
+        if held is not None:
+            server.drop(held)
+        server.log.info(f"[acp] session {sid}: {'deleted' if found or held else 'delete: no such session, nothing to do'}")
+        return {}
 
 
 def _info(item: Any) -> dict:

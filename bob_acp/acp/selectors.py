@@ -76,7 +76,7 @@ class Handlers:
         return {}
 
     def _set_model(self, session: Session, value: Any) -> None:
-        if value not in self.models():
+        if not isinstance(value, str) or value not in self.models():
             raise RpcError.invalid_params(f"value: not a model this agent offers: {str(value)[:100]!r}")
         chosen = None if value == self.server.cfg.model.name else value
         if chosen != session.conv.model:
@@ -84,7 +84,7 @@ class Handlers:
             self._changed(session, mode=False)
 
     def _set_mode(self, session: Session, value: Any, field: str) -> None:
-        if value not in {mode for mode, _, _ in MODES}:
+        if not isinstance(value, str) or value not in RANK:
             raise RpcError.invalid_params(f"{field}: unknown mode {str(value)[:100]!r} (ask, allow-edits, allow-all)")
         if value != session.conv.mode:
             session.conv.mode = value

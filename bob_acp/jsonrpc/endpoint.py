@@ -210,14 +210,19 @@ class Endpoint:
 
     # ---- serving --------------------------------------------------------------------------
 
-    def serve(self, stream: BinaryIO, drain_timeout: float = 0.8) -> None:
+    def serve(self, stream: BinaryIO, drain_timeout: float = 0.8,
+              wait: Callable[[threading.Event], None] | None = None) -> None:
         """Serve until the input ends or stop() is called; returns once the dispatcher and the
-        workers are done (waiting at most drain_timeout for workers still running)."""
+        workers are done (waiting at most drain_timeout for workers still running). `wait(closed)`
+        is how the calling thread waits for `closed` to be set (the default: Event.wait)."""
         reader = threading.Thread(target=self._read_loop, args=(stream,), name="bob-reader", daemon=True)
         dispatcher = threading.Thread(target=self._dispatch_loop, name="bob-dispatcher", daemon=True)
         reader.start()
         dispatcher.start()
-        self._closed.wait()
+        if wait is None:
+            self._closed.wait()
+        else:
+            wait(self._closed)
         self._dispatcher_done.wait(drain_timeout)
         with self._workers_lock:
             workers = list(self._workers)
