@@ -36,6 +36,7 @@ class Outcome:
     tokens: int = 0
     seconds: float = 0.0
     usage: Any = None  # what the summary's model call reported (its cost counts too)
+    failed: bool = False  # the summary's model call failed (the history is kept as it was)
 
 
 def estimate_tokens(messages: list[dict]) -> int:
@@ -98,10 +99,11 @@ def compress(messages: list[dict], provider: Any, keep: int, cancel: Any, model:
     try:
         reply = provider.generate(request, [], Quiet(), cancel, model=model)
     except ModelError as exc:
-        return Outcome(False, messages, f"[compact: failed, history kept: {exc}]")
+        return Outcome(False, messages, f"[compact: failed, history kept: {exc}]", failed=True)
     text = reply.text.strip()
     if not text:
-        return Outcome(False, messages, "[compact: failed, history kept: the model returned an empty summary]")
+        return Outcome(False, messages, "[compact: failed, history kept: the model returned an empty summary]",
+                       failed=True, usage=reply.usage)
     new = [messages[0], history.summary(text)] + kept
     seconds = time.monotonic() - started
     tokens = estimate_tokens(new)

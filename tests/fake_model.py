@@ -27,6 +27,7 @@ class Response:
     then: str = "end"  # end | stall | drop | endless | pings | cut (ends cleanly, closing events left out)
     gzip: bool = False  # compress the stream when the client accepts gzip (nginx gzip_types, proxies)
     cache_usage: bool = False  # Anthropic: message_start reports prompt-cache reads as the real API does
+    silent: float = 0.0  # seconds before the status line (a model still queueing: no headers yet)
 
 
 def history_problem(path: str, body) -> str | None:
@@ -166,6 +167,8 @@ class FakeModelServer:
             thread.join(5)
 
     def _serve(self, handler: BaseHTTPRequestHandler, response: Response) -> None:
+        if response.silent and self._stop.wait(response.silent):
+            return
         try:
             handler.send_response(response.status)
             streaming = bool(response.events) or response.then != "end"
@@ -182,7 +185,13 @@ class FakeModelServer:
                 return
             for key, value in headers.items():
                 handler.send_header(key, value)
-            if streaming:
+            if streaming and response.then == "short":  # a length it never sends: the reply breaks off
+                handler.send_header("Content-Length", str(1 << 20))
+                handler.end_headers()
+                self._stream(handler, response)
+                handler.connection.shutdown(socket.SHUT_RDWR)
+                handler.close_connection = True
+            elif streaming:
                 handler.send_header("Connection", "close")
                 handler.end_headers()
                 self._stream(handler, response)
@@ -360,6 +369,31 @@ class FakeModelServer:
     def _partial(self, count: int, then: str) -> Response:
         events = [_sse({"choices": [{"index": 0, "delta": {"content": f"part{n} "}}]}) for n in range(count)]
         return Response(events=events, then=then)
+
+    def openai_cut(self, text: str, usage: dict | None = None) -> Response:
+        """A reply stopped by the token limit (finish_reason "length"), as LiteLLM and llama.cpp send it."""
+        events = [_sse({"choices": [{"index": 0, "delta": {"content": text}}]}),
+                  _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})]
+        if usage is not None:
+            events.append(_sse({"choices": [], "usage": usage}))
+        return Response(events=events + [_sse("[DONE]")])
+
+    def anthropic_cut(self, text: str) -> Response:
+        """A reply stopped by max_tokens."""
+        events = [_named("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 10}}}),
+                  _named("content_block_start", {"type": "content_block_start", "index": 0,
+                                                 "content_block": {"type": "text", "text": ""}}),
+                  _named("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                 "delta": {"type": "text_delta", "text": text}}),
+                  _named("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                  _named("message_delta", {"type": "message_delta", "delta": {"stop_reason": "max_tokens"},
+                                           "usage": {"output_tokens": 50}}),
+                  _named("message_stop", {"type": "message_stop"})]
+        return Response(events=events)
+
+    def anthropic_events(self, *payloads: dict) -> Response:
+        """Messages API events as given (each payload's type is its event name)."""
+        return Response(events=[_named(p["type"], p) for p in payloads])
 
     def garbage(self) -> Response:
         return Response(events=[b"this is not server-sent events\n", b"\x00\xff{{{\n\n"])

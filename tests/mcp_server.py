@@ -40,6 +40,7 @@ TOOLS = [
      "inputSchema": {"type": "object", "properties": {"size": {"type": "integer"}}}},
 ]
 MANY = int(os.environ.get("MCP_TEST_MANY_TOOLS", "0"))  # extra tools listed (the cap on tools offered)
+ENDLESS_PAGES = os.environ.get("MCP_TEST_ENDLESS_PAGES") == "1"  # after grow, tools/list pages for ever
 EXTRA = {"name": "extra", "description": "Added by grow.", "inputSchema": {"type": "object", "properties": {}}}
 
 
@@ -70,6 +71,9 @@ class Server:
         if method == "initialize":
             return self.result(msg_id, {"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": True}},
                                         "serverInfo": {"name": "bob-test-mcp", "version": "1"}})
+        if method == "tools/list" and ENDLESS_PAGES and EXTRA in self.tools:
+            time.sleep(0.5)  # after grow: a slow server that pages for ever
+            return self.result(msg_id, {"tools": self.tools, "nextCursor": f"page{time.time()}"})
         if method == "tools/list":
             half = len(self.tools) // 2
             if params.get("cursor") == "page2":
@@ -181,6 +185,8 @@ def serve_http(args) -> None:
             if args.record:
                 with open(args.record, "a") as handle:
                     handle.write(json.dumps({"path": self.path, "headers": dict(self.headers)}) + "\n")
+            if self.path.startswith("/silent") and message.get("method") == "tools/call":
+                time.sleep(30)  # accepted, and no headers yet: a server still working
             if self.path.startswith("/redirect"):
                 return self.reply(307, b"", "application/json", {"Location": "http://127.0.0.2:9/elsewhere"})
             if self.path.startswith("/huge") and message.get("method") == "tools/call":

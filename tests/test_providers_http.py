@@ -87,13 +87,13 @@ def test_openai_tool_call_deltas_are_assembled(server, tmp_path, repeat):
 @pytest.mark.parametrize("status, body, line", [
     (401, {"error": {"message": "invalid API key", "type": "invalid_request_error"}}, "model API 401: invalid API key"),
     (400, {"error": {"message": "bad\nrequest"}}, "model API 400: bad request"),
-    (404, b"<html>Not Found</html>", "model API 404: <html>Not Found</html>"),
+    (404, b"<html>Not Found</html>", "model API 404 at POST {url}/v1/chat/completions: <html>Not Found</html>"),
 ])
 def test_http_errors_are_one_line_and_never_carry_the_key(server, tmp_path, status, body, line):
     server.enqueue(server.status(status, body))
     with pytest.raises(ModelError) as info:
         generate(OpenAIProvider(cfg(tmp_path, server), KEY))
-    assert str(info.value) == line and KEY not in str(info.value)
+    assert str(info.value) == line.format(url=server.url) and KEY not in str(info.value)
     assert len(server.requests) == 1  # not retried
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
+import orjson
+
 from bob_acp import compress, history, system_prompt
 from bob_acp.cancel import Cancel
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
-from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TURN_REQUESTS, REFUSAL
+from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
@@ -51,6 +53,14 @@ class Sink(Protocol):
     def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
     def tool_finished(self, call: Call, result: ToolResult) -> None: ...
     def usage(self, used: int, size: int, cost: float | None) -> None: ...
+
+
+# A reported count past these is taken for a server's garbage (one log line; no cost from it):
+# a prompt of more than PROMPT_SLACK times Bob's own estimate of what it sent (characters / 4:
+# real tokenisers give 1-4 times that), plus a fixed slack; a reply of more than OUTPUT_CEILING.
+PROMPT_SLACK = 4
+PROMPT_FLOOR = 8192
+OUTPUT_CEILING = 1 << 20
 
 
 class TurnFailed(Exception):
@@ -167,38 +177,64 @@ class Engine:
 
     def _loop(self, conv: Conversation, sink: Sink, cancel: Cancel, stats: TurnStats) -> str:
         repeats = Repeats()
+        compression = _CompressionTries()
         for _ in range(self.cfg.limits.maxModelCalls):
-            self._maybe_compress(conv, sink, cancel)
-            calls = self._generate(conv, sink, cancel)
+            self._maybe_compress(conv, sink, cancel, compression)
+            calls, truncated = self._generate(conv, sink, cancel)
+            if truncated:
+                return MAX_TOKENS  # the partial reply is in the history; nothing of it runs
             if not calls:
                 return END_TURN
             for call in calls:
                 self._run_call(conv, call, sink, cancel, stats, repeats.see(call))
         return MAX_TURN_REQUESTS
 
-    def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> list[Call]:
+    def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> tuple[list[Call], bool]:
         stream = _Stream(sink)
         sent = len(conv.messages)
-        tools = conv.tools.current()  # an MCP server's tools may have changed since the last call
+        tools = conv.tools.current(cancel)  # an MCP server's tools may have changed since the last call
         try:
             reply = self.provider.generate(conv.messages, tools.specs(), stream, cancel, model=conv.model)
         except (Cancelled, ModelError):
             if stream.parts:  # what the user already saw stays in the history
                 conv.messages.append(history.assistant("".join(stream.parts)))
             raise
+        self._check_usage(reply, conv, tools)
         tokens = reply.input_tokens if reply.input_tokens is not None else compress.estimate_tokens(conv.messages)
         conv.count(tokens, sent)
         conv.cost += self._price(reply.usage)
         self._log_usage(reply.usage)
         sink.usage(tokens, self.cfg.context.window, self._cost(conv))
         text = "".join(stream.parts) or reply.text
+        if reply.truncated:  # cut at the token limit: the text stays, a call it was making does not run
+            conv.messages.append(history.assistant(text, None, reply.thinking))
+            return [], True
         per_command = self.cfg.permissions.allowAlways == "command"
         calls = [make_call(self.refs.next(), tc.name, tc.arguments, tools.get(tc.name), conv.cwd, per_command)
                  for tc in reply.tool_calls]
         recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments}
                     for tc, c in zip(reply.tool_calls, calls, strict=True)]
         conv.messages.append(history.assistant(text, recorded, reply.thinking))
-        return calls
+        return calls, False
+
+    def _check_usage(self, reply: Any, conv: Conversation, tools: Any) -> None:
+        """Counts a server reported that are far beyond what was sent or received are not acted
+        on (no compression, no cost from them): one log line, and Bob's own estimate instead."""
+        usage = reply.usage
+        if usage.input is not None:
+            sent = compress.estimate_tokens(conv.messages) + len(orjson.dumps(tools.specs())) // 4
+            if usage.input > PROMPT_SLACK * sent + PROMPT_FLOOR:
+                self._warn(f"[acp] the model server reported a prompt of {usage.input} tokens for about {sent} "
+                           "sent: ignored (Bob's own estimate is used)")
+                usage.input = None
+                reply.input_tokens = None
+        if usage.output is not None and usage.output > OUTPUT_CEILING:
+            self._warn(f"[acp] the model server reported {usage.output} output tokens: ignored")
+            usage.output = None
+
+    def _warn(self, line: str) -> None:
+        if self.log is not None:
+            self.log.warning(line)
 
     def _run_call(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel, stats: TurnStats,
                   times: int) -> None:
@@ -209,7 +245,7 @@ class Engine:
             call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))
         sink.tool_pending(call)
         if call.tool is None:
-            known = ", ".join(conv.tools.current().names())
+            known = ", ".join(conv.tools.current(cancel).names())
             return self._finish(conv, call, sink, failed(f"error: unknown tool '{call.name}'; the tools are: {known}"))
         if times >= self.cfg.loop.stopAt:
             self._finish(conv, call, sink, failed(f"[not run: this exact call was made {times} times in a row]"))
@@ -257,10 +293,10 @@ class Engine:
         conv.messages.append(result_message(conv.messages, call, result.output, result.failed))
         sink.tool_finished(call, result)
 
-    def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel) -> None:
+    def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel, tries: "_CompressionTries") -> None:
         window, threshold = self.cfg.context.window, self.cfg.context.threshold
-        if not compress.should_compress(conv.context_tokens(), window, threshold):
-            return
+        if not compress.should_compress(conv.context_tokens(), window, threshold) or tries.failed >= 2:
+            return  # (after a failure it is tried once more in the turn, then no more: each try is paid for)
         # The turn under way is always kept whole: its question must reach the model.
         keep = max(self.cfg.context.keepLastTurns, 1)
         outcome = compress.compress(conv.messages, self.provider, keep, cancel, model=conv.model)
@@ -272,6 +308,12 @@ class Engine:
             sink.usage(conv.context_tokens(), window, self._cost(conv))
         if self.log is not None:
             self.log.info(f"[acp] automatic compression — {outcome.line}")
+        if outcome.failed:
+            tries.failed += 1
+            if tries.failed == 1:
+                sink.text(f"⚠️ The history is near the context window and automatic compression failed "
+                          f"({outcome.line.removeprefix('[compact: failed, history kept: ').rstrip(']')}); "
+                          "the history is kept whole.\n", new_message_id())
 
     def _settle(self, conv: Conversation, question: dict, cancel: Cancel) -> None:
         """Leave a valid history: every tool call answered; a question with no answer removed."""
@@ -296,6 +338,15 @@ class Engine:
         if self.log is not None and (usage.cache_read or usage.cache_write):
             self.log.info(f"[acp] model call: {usage.input} input token(s), {usage.cache_read} read from the cache, "
                           f"{usage.cache_write} written to it")
+
+
+class _CompressionTries:
+    """How automatic compression went in this turn."""
+
+    __slots__ = ("failed",)
+
+    def __init__(self) -> None:
+        self.failed = 0
 
 
 def _same(text: Any) -> Any:

@@ -172,6 +172,11 @@ class Endpoint:
             pending.settle(Outcome(error="the request could not be sent"))
         return pending
 
+    @property
+    def closed(self) -> bool:
+        """True once serving has ended (the input closed, or stop())."""
+        return self._closed.is_set()
+
     def wake_senders(self) -> None:
         """Have senders waiting for room in the output check their give_up again."""
         self._writer.wake()

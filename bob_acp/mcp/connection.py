@@ -11,7 +11,7 @@ import threading
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from bob_acp import children
+from bob_acp import children, httpio
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc import codec
@@ -186,7 +186,7 @@ class StdioConnection(Connection):
 
     @property
     def alive(self) -> bool:
-        return self.proc.poll() is None and not self._endpoint._closed.is_set()
+        return self.proc.poll() is None and not self._endpoint.closed
 
     def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
         pending = self._endpoint.request(method, params)
@@ -284,17 +284,19 @@ class HttpConnection(Connection):
     def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
         import requests
 
-        from bob_acp.providers.http import _shutdown
-
         msg_id = self._next_id()
         body = codec.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         timed_out = threading.Event()
+        # One wake-up for both ends of waiting, the user's cancel and mcp.timeout: set before the
+        # server's headers, the POST is abandoned at once; after them, the socket is shut down.
+        stopped = Cancel()
         holder: dict = {}
 
         def stop() -> None:
+            stopped.set()
             response = holder.get("response")
             if response is not None:
-                _shutdown(response)
+                httpio.shutdown(response)
 
         def expire() -> None:
             timed_out.set()
@@ -315,13 +317,19 @@ class HttpConnection(Connection):
             try:
                 # Redirects are not followed: they would carry the editor's headers (keys, the
                 # MCP session) to wherever the server points.
-                response = self._http.post(self.url, data=body, headers=self._headers, stream=True,
-                                           timeout=(10, timeout), allow_redirects=False)
+                response = httpio.post(self._http, self.url, stopped, data=body, headers=self._headers,
+                                       stream=True, timeout=(10, timeout), allow_redirects=False)
                 holder["response"] = response
+                if stopped.is_set():  # it came just as the wait ended
+                    httpio.shutdown(response)
                 try:
                     answer = self._answer(response, msg_id, method)
                 finally:
                     response.close()
+            except Cancelled:
+                raise _interruption(method, timed_out, cancel, timeout) or Cancelled() from None
+            except McpError as exc:  # an answer cut short by the cancel or the timeout says so
+                raise _interruption(method, timed_out, cancel, timeout) or exc from None
             except (OSError, ValueError) as exc:  # requests' exceptions are OSErrors too
                 kind = f"{type(exc).__name__}: " if isinstance(exc, requests.exceptions.RequestException) else ""
                 problem = _interruption(method, timed_out, cancel, timeout)
@@ -357,11 +365,8 @@ class HttpConnection(Connection):
         return message
 
     def _from_events(self, response: Any, msg_id: int) -> dict:
-        from bob_acp.providers.http import arriving_lines
-        from bob_acp.providers.sse import events
-
-        lines = (raw.decode("utf-8", "replace") for raw in arriving_lines(response.raw, MAX_ANSWER, _too_long))
-        for _name, data in events(lines):
+        lines = (raw.decode("utf-8", "replace") for raw in httpio.arriving_lines(response.raw, MAX_ANSWER, _too_long))
+        for _name, data in httpio.events(lines):
             if not data.strip():
                 continue  # a priming event
             try:

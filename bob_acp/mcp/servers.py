@@ -49,11 +49,17 @@ class McpServer:
         self.connection.notify("notifications/initialized")
         self.list_tools()
 
-    def list_tools(self) -> None:
+    def list_tools(self, cancel: Cancel | None = None) -> None:
+        """The server's tools, page after page, within mcp.timeout in all (a server that pages
+        for ever is cut off there) and ended at once by `cancel`."""
         found: list[dict] = []
         cursor = None
+        deadline = time.monotonic() + self.timeout
         for _ in range(MAX_PAGES):
-            result = self.connection.request("tools/list", {"cursor": cursor} if cursor else {}, self.timeout)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise McpError(f"tools/list: not done within {self.timeout:g} s (mcp.timeout)")
+            result = self.connection.request("tools/list", {"cursor": cursor} if cursor else {}, left, cancel)
             tools = result.get("tools")
             if not isinstance(tools, list):
                 raise McpError("tools/list: no list of tools")
@@ -190,15 +196,16 @@ class McpSet:
     def tools(self) -> list[McpTool]:
         return list(self._tools)
 
-    def refresh(self) -> bool:
+    def refresh(self, cancel: Cancel | None = None) -> bool:
         """Before a model call: list again the tools of servers that said theirs changed, and
-        drop those of servers that went away. True when the set changed."""
+        drop those of servers that went away. True when the set changed. A cancel ends it at
+        once (Cancelled)."""
         with self._lock:
             changed = False
             for server in self.servers:
                 if server.changed.is_set() and server.connection.alive:
                     try:
-                        server.list_tools()
+                        server.list_tools(cancel)
                     except McpError as exc:
                         self.log.warning(f"[mcp] {server.name}: tools/list failed: {exc}")
                     changed = True
@@ -227,8 +234,8 @@ class SessionTools:
         self._current = builtin
         self.current()
 
-    def current(self) -> ToolSet:
-        self._mcp.refresh()
+    def current(self, cancel: Cancel | None = None) -> ToolSet:
+        self._mcp.refresh(cancel)
         if self._generation != self._mcp.generation:
             self._current = self._builtin.plus(self._mcp.tools())
             self._generation = self._mcp.generation

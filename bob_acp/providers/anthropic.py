@@ -16,8 +16,8 @@ from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
-from bob_acp.providers.http import SessionPool, stream_lines
-from bob_acp.providers.openai import error_message, malformed, new_call_id, parse_arguments
+from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
+from bob_acp.providers.shapes import error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
@@ -42,7 +42,7 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
         if role == "user":
             add("user", [{"type": "text", "text": message["content"] or " "}])
         elif role == "assistant":
-            blocks = [dict(b) for b in message.get("thinking", ())]
+            blocks = [dict(b) for b in message.get("thinking", ()) if returnable(b)]
             blocks += [{"type": "text", "text": message["content"]}] if message["content"] else []
             blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
                        for c in message.get("tool_calls", ())]
@@ -65,7 +65,7 @@ class AnthropicProvider:
         self._key = api_key
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
         self._pool = SessionPool()
-        self.url = (cfg.model.baseUrl or DEFAULT_BASE_URL).rstrip("/") + "/v1/messages"
+        self.url = endpoint_url(cfg.model.baseUrl or DEFAULT_BASE_URL, "/v1/messages")
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
                  model: str | None = None) -> Reply:
@@ -99,7 +99,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
     text: list[str] = []
     blocks: dict[int, dict] = {}
     usage = Usage()
-    stopped = False
+    stopped = truncated = False
     answer, reasoning = Joiner(), Joiner()
     for event, payload in sse.json_events(lines, idle_timeout=idle_timeout):
         kind = payload.get("type", event)
@@ -110,6 +110,9 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
             _take_usage(message.get("usage") if isinstance(message, dict) else None, usage)
         elif kind == "message_delta":
             _take_usage(payload.get("usage"), usage)
+            delta = payload.get("delta")
+            if isinstance(delta, dict) and delta.get("stop_reason") == "max_tokens":
+                truncated = True
         elif kind == "content_block_start":
             block = payload.get("content_block")
             if not isinstance(block, dict):
@@ -129,9 +132,29 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
     if not stopped:
         raise ModelError("model API stream ended early (truncated reply)")
     ordered = [b for _, b in sorted(blocks.items())]
-    calls = [_tool_call(b) for b in ordered if b["type"] == "tool_use"]
+    calls = []
+    for block in ordered:
+        if block["type"] == "tool_use":
+            try:
+                calls.append(_tool_call(block))
+            except ModelError:
+                if not truncated:
+                    raise
+                # cut by max_tokens in the middle of its input: not a call that can run
     thinking = [_thinking_block(b) for b in ordered if b["type"] in ("thinking", "redacted_thinking")]
-    return Reply("".join(text), calls, thinking=thinking, usage=usage)
+    return Reply("".join(text), calls, thinking=[b for b in thinking if returnable(b)], usage=usage,
+                 truncated=truncated)
+
+
+def returnable(block: dict) -> bool:
+    """Whether a thinking block may be sent back: the API wants signed thinking (and redacted
+    thinking with its data) exactly as it came, and refuses an unsigned one (a proxy that drops
+    signatures); those were shown as thoughts and stay out of every later request."""
+    if block.get("type") == "thinking":
+        return isinstance(block.get("signature"), str) and bool(block["signature"])
+    if block.get("type") == "redacted_thinking":
+        return isinstance(block.get("data"), str) and bool(block["data"])
+    return False
 
 
 def _index(payload: dict, default: int) -> int:
@@ -172,17 +195,25 @@ def _delta(payload: dict, blocks: dict[int, dict], text: list[str], answer: Join
         blocks.setdefault(index, _new_block({"type": "tool_use"}))["json"].append(piece)
     elif kind == "thinking_delta":
         piece = delta.get("thinking")
-        if not isinstance(piece, str):
-            raise malformed("thinking_delta.thinking is not text")
+        if not isinstance(piece, str):  # display-only: dropped, never the turn failed for it
+            _dropped("thinking_delta.thinking is not text")
+            return
         blocks.setdefault(index, _new_block({"type": "thinking"}))["thinking"].append(piece)
         shown = reasoning.feed(piece)
         if shown:
             stream.thought(shown)
     elif kind == "signature_delta":
         piece = delta.get("signature")
-        if not isinstance(piece, str):
-            raise malformed("signature_delta.signature is not text")
+        if not isinstance(piece, str):  # the block stays unsigned: shown, never sent back
+            _dropped("signature_delta.signature is not text")
+            return
         blocks.setdefault(index, _new_block({"type": "thinking"}))["signature"] += piece
+
+
+def _dropped(what: str) -> None:
+    from bob_acp import log
+
+    log.get("bob.providers").warning(f"[acp] a reasoning piece was dropped: {what}")
 
 
 def _take_usage(value: Any, usage: Usage) -> None:

@@ -63,15 +63,16 @@ class Usage:
 
 
 class Reply:
-    __slots__ = ("text", "tool_calls", "input_tokens", "thinking", "usage")
+    __slots__ = ("text", "tool_calls", "input_tokens", "thinking", "usage", "truncated")
 
     def __init__(self, text: str = "", tool_calls: list[ToolCall] | None = None, input_tokens: int | None = None,
-                 thinking: list[dict] | None = None, usage: Usage | None = None):
+                 thinking: list[dict] | None = None, usage: Usage | None = None, truncated: bool = False):
         self.text = text
         self.tool_calls = tool_calls or []
         self.usage = usage or Usage(input_tokens)
         self.input_tokens = input_tokens if input_tokens is not None else self.usage.input
         self.thinking = thinking or []  # provider blocks to send back as they came (Anthropic's signed thinking)
+        self.truncated = truncated  # the model stopped at its token limit (the reply is partial)
 
 
 class Stream(Protocol):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import email.utils
 import random
-import socket
 import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
+from bob_acp import httpio
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.jsonrpc import codec
@@ -25,7 +25,6 @@ BACKOFF_CAP = 30.0
 RETRY_STATUSES = {408, 409, 429}  # and every 5xx but these, which a retry cannot fix:
 NO_RETRY_5XX = {501, 505}
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # far past any real reply: a server that never stops is cut off
-READ_CHUNK = 65536
 MAX_REDIRECTS = 5
 
 
@@ -39,7 +38,7 @@ class SessionPool:
         self._lock = threading.Lock()
 
     @contextmanager
-    def session(self) -> Iterator[Any]:
+    def session(self) -> Iterator[Lease]:
         with self._lock:
             session = self._free.pop() if self._free else None
         if session is None:
@@ -47,11 +46,21 @@ class SessionPool:
 
             session = requests.Session()
             session.max_redirects = MAX_REDIRECTS
+        lease = Lease(session)
         try:
-            yield session
+            yield lease
         finally:
-            with self._lock:
-                self._free.append(session)
+            if not lease.lost:  # a request abandoned on a cancel still uses it: it closes it itself
+                with self._lock:
+                    self._free.append(session)
+
+
+class Lease:
+    __slots__ = ("session", "lost")
+
+    def __init__(self, session: Any):
+        self.session = session
+        self.lost = False
 
 
 @contextmanager
@@ -65,23 +74,28 @@ def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, cfg: An
     (one line, never the key: servers echo it in their errors, requests puts it in reprs) or
     Cancelled.
     """
+    hidden = url_secrets(url)
     try:
-        with pool.session() as session:
-            with _stream_lines(session, url, headers, body, cfg, cancel, error_message, stream or Quiet(),
+        with pool.session() as lease:
+            with _stream_lines(lease, url, headers, body, cfg, cancel, error_message, stream or Quiet(),
                                total_budget) as lines:
                 yield lines
     except ModelError as exc:
         text = Redactor(secrets).text(str(exc))
+        for secret in hidden:  # a token in the URL's query never shows in an error line
+            text = text.replace(secret, "[redacted]")
         if text != str(exc):
             raise ModelError(text) from None
         raise
 
 
 @contextmanager
-def _stream_lines(session: Any, url: str, headers: dict, body: dict, cfg: Any, cancel: Cancel,
+def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, cfg: Any, cancel: Cancel,
                   error_message: Callable[[Any], str | None], stream: Stream,
                   total_budget: float) -> Iterator[Iterator[str]]:
     import requests
+
+    session = lease.session
 
     deadline = time.monotonic() + total_budget
     attempt = 0
@@ -93,8 +107,13 @@ def _stream_lines(session: Any, url: str, headers: dict, body: dict, cfg: Any, c
             raise Cancelled()
         retry_after: float | None = None
         try:
-            response = session.post(url, data=data, headers=headers, stream=True,
-                                    timeout=(CONNECT_TIMEOUT, cfg.model.timeout))
+            # A cancel before the server's headers (a model queueing, a slow proxy) ends the
+            # wait at once; the abandoned request closes its answer and its session itself.
+            response = httpio.post(session, url, cancel, on_abandon=session.close, data=data, headers=headers,
+                                   stream=True, timeout=(CONNECT_TIMEOUT, cfg.model.timeout))
+        except Cancelled:
+            lease.lost = True
+            raise
         except requests.exceptions.ConnectTimeout:
             failure = ModelError(f"model API unreachable: {_where(url)}: connection timed out")
         except requests.exceptions.ConnectionError as exc:
@@ -112,7 +131,7 @@ def _stream_lines(session: Any, url: str, headers: dict, body: dict, cfg: Any, c
         else:
             if response.status_code == 200:
                 break
-            failure = ModelError(_status_line(response, error_message))
+            failure = ModelError(_status_line(response, error_message, url))
             retry_after = _retry_after(response.headers.get("Retry-After"))
             response.close()
             if not _retryable(response.status_code):
@@ -128,11 +147,11 @@ def _stream_lines(session: Any, url: str, headers: dict, body: dict, cfg: Any, c
 
     def expire() -> None:
         expired.set()
-        _shutdown(response)
+        httpio.shutdown(response)
 
     # A cancel (or the per-call ceiling) shuts the socket down, so a read blocked on a silent
     # server returns at once; nothing polls and nothing is left to join afterwards.
-    unsubscribe = cancel.subscribe(lambda: _shutdown(response))
+    unsubscribe = cancel.subscribe(lambda: httpio.shutdown(response))
     ceiling = threading.Timer(max(0.0, cfg.model.callTimeout), expire)
     ceiling.daemon = True
     ceiling.start()
@@ -163,7 +182,7 @@ def _lines(response: Any, cancel: Cancel, timeout: float, expired: threading.Eve
         stopped()
         if "timed out" in str(exc).lower():
             raise ModelError(f"model API timeout: no data for {timeout:g} s") from None
-        raise ModelError(f"model API stream broken: {_reason(exc)}") from None
+        raise ModelError(f"model API stream broken: {_broken(exc)}") from None
     stopped()
 
 
@@ -173,60 +192,27 @@ def too_long_reply(limit: int) -> Exception:
 
 def arriving_lines(raw: Any, limit: int = MAX_REPLY_BYTES,
                    too_long: Callable[[int], Exception] = too_long_reply) -> Iterator[bytes]:
-    """Lines as soon as they arrive (requests' iter_lines waits for whole reads; a stream of
-    model tokens must not). urllib3 2's read1 returns what is there, chunked or not. Line ends
-    are looked for only in the bytes just read, so a body without one costs linear time. Past
-    `limit` bytes in all, `too_long(limit)` is raised."""
-    read = raw.read1 if hasattr(raw, "read1") else (lambda _size: raw.read(1))
-    pending: list[bytes] = []  # the start of a line not ended yet
-    total = 0
-    after_cr = False  # the last chunk ended in CR: an LF starting the next one belongs to it
-    while True:
-        data = read(READ_CHUNK)
-        if not data:
-            break
-        total += len(data)
-        if total > limit:
-            raise too_long(limit)
-        if after_cr and data[:1] == b"\n":
-            data = data[1:]
-        after_cr = data[-1:] == b"\r"
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if b"\n" not in data:
-            pending.append(data)
-            continue
-        lines = data.split(b"\n")
-        if pending:
-            lines[0] = b"".join(pending) + lines[0]
-            pending = []
-        if lines[-1]:
-            pending.append(lines[-1])
-        yield from lines[:-1]
-    if pending:
-        yield b"".join(pending)
+    """A model reply's lines as they arrive (bob_acp.httpio), cut off past MAX_REPLY_BYTES."""
+    return httpio.arriving_lines(raw, limit, too_long)
 
 
-def _shutdown(response: Any) -> None:
-    sock = _socket_of(response)
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+def url_secrets(url: str) -> list[str]:
+    """The parts of a URL where tokens travel (query, user, password): never shown in an error."""
+    try:
+        parts = urlsplit(url)
+        found = (parts.query, parts.password, parts.username)
+    except ValueError:
+        return []
+    return [s for s in found if s and len(s) >= 4]
 
 
-def _socket_of(response: Any) -> Any:
-    raw = getattr(response, "raw", None)
-    for path in (("_fp", "fp", "raw", "_sock"), ("_connection", "sock")):
-        node = raw
-        for name in path:
-            node = getattr(node, name, None)
-            if node is None:
-                break
-        if node is not None and hasattr(node, "shutdown"):
-            return node
-    return None
+def endpoint_url(base: str, path: str) -> str:
+    """`path` added to the base URL's own path; its query (a gateway's `?api-version=…`) kept."""
+    try:
+        parts = urlsplit(base)
+    except ValueError:  # not a URL (the request will say so)
+        return base.rstrip("/") + path
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
 
 
 def _retryable(status: int) -> bool:
@@ -251,7 +237,16 @@ def _reason(exc: BaseException) -> str:
     return " ".join(text.split())[:200] or type(exc).__name__
 
 
-def _status_line(response: Any, error_message: Callable[[Any], str | None]) -> str:
+def _broken(exc: BaseException) -> str:
+    """Why a reply stopped in the middle, in words."""
+    text = str(exc)
+    if any(sign in text for sign in ("IncompleteRead", "Connection broken", "InvalidChunkLength",
+                                     "Response ended prematurely", "Connection reset by peer")):
+        return "the model server closed the connection in the middle of its reply"
+    return _reason(exc)
+
+
+def _status_line(response: Any, error_message: Callable[[Any], str | None], url: str) -> str:
     try:
         text = response.raw.read(64 * 1024, decode_content=True).decode("utf-8", errors="replace")
     except Exception:
@@ -263,7 +258,9 @@ def _status_line(response: Any, error_message: Callable[[Any], str | None]) -> s
         pass
     if not message:
         message = " ".join(text.split())[:200] or response.reason or "no body"
-    return f"model API {response.status_code}: {' '.join(str(message).split())[:300]}"
+    # A 404 or 405 is most often a wrong path under model.baseUrl (a doubled /v1): say which.
+    where = f" at POST {httpio.public_url(url)}" if response.status_code in (404, 405) else ""
+    return f"model API {response.status_code}{where}: {' '.join(str(message).split())[:300]}"
 
 
 def _retry_after(value: str | None) -> float | None:

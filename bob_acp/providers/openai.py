@@ -7,7 +7,6 @@ extension of the one before it: nothing per call (no timestamps) and a stable or
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from bob_acp.cancel import Cancel
@@ -15,22 +14,11 @@ from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
-from bob_acp.providers.http import SessionPool, stream_lines
+from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
+from bob_acp.providers.shapes import error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-
-def error_message(body: Any) -> str | None:
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        detail = error.get("message") or error.get("type")
-        return detail if isinstance(detail, str) else None
-    if isinstance(error, str):
-        return error
-    if not isinstance(body, dict):
-        return None
-    detail = body.get("message") or body.get("detail")  # bare proxies, FastAPI-based servers
-    return detail if isinstance(detail, str) else None
 
 
 def to_wire(messages: list[dict]) -> list[dict]:
@@ -53,26 +41,7 @@ def to_wire(messages: list[dict]) -> list[dict]:
     return out
 
 
-def new_call_id() -> str:
-    """For servers that send a tool call without an id: unique across the whole history."""
-    return f"call_{uuid.uuid4().hex[:24]}"
 
-
-def parse_arguments(name: str, text: str) -> dict:
-    if not text.strip():
-        return {}
-    try:
-        value = codec.loads(codec.clean(text))
-    except (codec.JSONDecodeError, RecursionError):
-        raise ModelError(f"model returned invalid JSON in the arguments of tool call '{name}': "
-                         f"{codec.clean(text[:120])!r}") from None
-    if not isinstance(value, dict):
-        raise ModelError(f"model returned arguments of tool call '{name}' that are not a JSON object")
-    return value
-
-
-def malformed(what: str) -> ModelError:
-    return ModelError(f"model API sent a malformed stream event: {what}")
 
 
 class OpenAIProvider:
@@ -83,7 +52,7 @@ class OpenAIProvider:
         self._key = api_key
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
         self._pool = SessionPool()
-        self.url = (cfg.model.baseUrl or DEFAULT_BASE_URL).rstrip("/") + "/chat/completions"
+        self.url = endpoint_url(cfg.model.baseUrl or DEFAULT_BASE_URL, "/chat/completions")
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
                  model: str | None = None) -> Reply:
@@ -108,7 +77,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
     text: list[str] = []
     calls: dict[int, dict] = {}
     usage = Usage()
-    finished = False
+    finished = truncated = False
     answer, reasoning = Joiner(), Joiner()
     for event, chunk in sse.json_events(lines, end="[DONE]", idle_timeout=idle_timeout):
         if event == "[DONE]":
@@ -127,7 +96,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
             if not isinstance(delta, dict):
                 raise malformed("delta is not an object")
             for key in ("reasoning_content", "reasoning"):  # DeepSeek, vLLM, llama.cpp / OpenRouter
-                piece = _text_of(delta.get(key), key)
+                piece = _reasoning_of(delta.get(key), key)
                 if piece:
                     shown = reasoning.feed(piece)
                     if shown:
@@ -145,6 +114,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
                 _merge_call(calls, part)
             if choice.get("finish_reason"):
                 finished = True
+                truncated = truncated or choice.get("finish_reason") == "length"
     thought = reasoning.end()
     if thought:
         stream.thought(thought)
@@ -158,11 +128,16 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
     for index in sorted(calls):
         call = calls[index]
         name = call["name"]
-        if not name:
-            raise ModelError("model returned a tool call without a name")
-        arguments = call["object"] if call["object"] is not None else parse_arguments(name, "".join(call["args"]))
-        tool_calls.append(ToolCall(call["id"] or new_call_id(), name, arguments))
-    return Reply("".join(text), tool_calls, usage=usage)
+        try:
+            if not name:
+                raise ModelError("model returned a tool call without a name")
+            arguments = call["object"] if call["object"] is not None else parse_arguments(name, "".join(call["args"]))
+            tool_calls.append(ToolCall(call["id"] or new_call_id(), name, arguments))
+        except ModelError:
+            if not truncated:
+                raise
+            # cut by the token limit in the middle of its arguments: not a call that can run
+    return Reply("".join(text), tool_calls, usage=usage, truncated=truncated)
 
 
 def _text_of(value: Any, key: str) -> str:
@@ -182,6 +157,18 @@ def _text_of(value: Any, key: str) -> str:
                 raise malformed(f"delta.{key} holds a part that is not text")
         return "".join(pieces)
     raise malformed(f"delta.{key} is a {type(value).__name__}, not text")
+
+
+def _reasoning_of(value: Any, key: str) -> str:
+    """A reasoning piece: display-only, so one of the wrong shape is dropped (and logged), never
+    the turn failed for it."""
+    try:
+        return _text_of(value, key)
+    except ModelError as exc:
+        from bob_acp import log
+
+        log.get("bob.providers").warning(f"[acp] a reasoning piece was dropped: {exc}")
+        return ""
 
 
 def _take_usage(value: Any, usage: Usage) -> None:

@@ -2,42 +2,20 @@
 
 from __future__ import annotations
 
-import time
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
+from bob_acp import httpio
 from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
 
 
-def events(lines: Iterable[str], idle_timeout: float | None = None,
-           clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[str, str]]:
-    """(event name, data) for each event; multi-line data joined with newlines; comments skipped.
+def events(lines: Iterable[str], idle_timeout: float | None = None) -> Iterator[tuple[str, str]]:
+    """A model stream's events (bob_acp.httpio.events); silent past idle_timeout: a ModelError."""
+    return httpio.events(lines, idle_timeout, _idle)
 
-    `idle_timeout`: seconds without an event before the stream is given up, however many
-    keep-alive comments (`: ping`) a proxy sends meanwhile.
-    """
-    name, data = "", []
-    last_event = clock()
-    for line in lines:
-        if not line:
-            if data:
-                yield name or "message", "\n".join(data)
-                last_event = clock()
-            name, data = "", []
-            continue
-        if idle_timeout is not None and clock() - last_event > idle_timeout:
-            raise ModelError(f"model API timeout: no event for {idle_timeout:g} s")
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            name = value
-    if data:
-        yield name or "message", "\n".join(data)
+
+def _idle(seconds: float) -> ModelError:
+    return ModelError(f"model API timeout: no event for {seconds:g} s")
 
 
 def json_events(lines: Iterable[str], end: str | None = None, idle_timeout: float | None = None) -> Iterator[tuple[str, dict]]:
@@ -51,7 +29,21 @@ def json_events(lines: Iterable[str], end: str | None = None, idle_timeout: floa
         try:
             payload = codec.loads(data, keep_surrogates=True)
         except (codec.JSONDecodeError, RecursionError):
-            raise ModelError(f"model API sent invalid JSON in its stream: {codec.clean(data[:120])!r}") from None
+            payload = _lenient(data)
+            if payload is None:
+                raise ModelError(f"model API sent invalid JSON in its stream: {codec.clean(data[:120])!r}") from None
         if not isinstance(payload, dict):
             raise ModelError(f"model API sent an unexpected stream event: {codec.clean(data[:120])!r}")
         yield name, payload
+
+
+def _lenient(data: str) -> object:
+    """An event with a number no double can hold (`1e400`, as a server's usage may say): parsed
+    with the number as infinity, which no count accepts (so it is ignored, not the turn failed).
+    None when it is not JSON at all."""
+    import json
+
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None

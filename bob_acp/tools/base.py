@@ -109,8 +109,9 @@ class ToolSet:
     def plus(self, more: Iterable[Tool]) -> "ToolSet":
         return ToolSet(self.tools + tuple(more))
 
-    def current(self) -> "ToolSet":
-        """The tools as they are now (a set whose members come and go returns a fresh one)."""
+    def current(self, cancel: Cancel | None = None) -> "ToolSet":
+        """The tools as they are now (a set whose members come and go returns a fresh one;
+        finding out may be waited for, which `cancel` ends)."""
         return self
 
 

@@ -1,0 +1,161 @@
+"""HTTP streaming pieces that the model providers and the MCP client share (over `requests`):
+a POST that a cancel abandons at once, lines as they arrive within a size cap, server-sent
+events, and the socket shut down under a blocked read. Nothing here knows models or MCP: each
+caller says what its errors are.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator
+
+from bob_acp.cancel import Cancel
+from bob_acp.exceptions import Cancelled
+
+READ_CHUNK = 65536
+
+
+def post(session: Any, url: str, cancel: Cancel, on_abandon: Callable[[], None] | None = None, **kw: Any) -> Any:
+    """session.post(url, **kw), waited for in a way a cancel ends at once: the request runs on a
+    thread of its own, and a cancel before the answer's headers arrive (a model still queueing
+    or thinking, a server that accepted the connection and says nothing) raises Cancelled
+    without waiting. The abandoned request closes its own answer when it comes, and
+    `on_abandon()` runs on that thread once it is over (the session may then be reused)."""
+    lock = threading.Lock()
+    state: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome: tuple[str, Any] = ("response", session.post(url, **kw))
+        except BaseException as exc:  # handed to the waiter, which raises it
+            outcome = ("error", exc)
+        with lock:
+            state[outcome[0]] = outcome[1]
+            abandoned = state.get("abandoned", False)
+        done.set()
+        if abandoned:
+            if outcome[0] == "response":
+                outcome[1].close()
+            if on_abandon is not None:
+                on_abandon()
+
+    unsubscribe = cancel.subscribe(done.set)
+    threading.Thread(target=work, name="bob-http-post", daemon=True).start()
+    try:
+        done.wait()
+    finally:
+        unsubscribe()
+    with lock:
+        if "response" not in state and "error" not in state:
+            state["abandoned"] = True
+            raise Cancelled()
+    if "error" in state:
+        raise state["error"]
+    return state["response"]
+
+
+def arriving_lines(raw: Any, limit: int, too_long: Callable[[int], Exception]) -> Iterator[bytes]:
+    """Lines as soon as they arrive (requests' iter_lines waits for whole reads; a stream of
+    model tokens must not). urllib3 2's read1 returns what is there, chunked or not. CR, LF and
+    CRLF all end a line, as SSE says. Line ends are looked for only in the bytes just read, so a
+    body without one costs linear time. Past `limit` bytes in all, `too_long(limit)` is raised."""
+    read = raw.read1 if hasattr(raw, "read1") else (lambda _size: raw.read(1))
+    pending: list[bytes] = []  # the start of a line not ended yet
+    total = 0
+    after_cr = False  # the last chunk ended in CR: an LF starting the next one belongs to it
+    while True:
+        data = read(READ_CHUNK)
+        if not data:
+            break
+        total += len(data)
+        if total > limit:
+            raise too_long(limit)
+        if after_cr and data[:1] == b"\n":
+            data = data[1:]
+        after_cr = data[-1:] == b"\r"
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in data:
+            pending.append(data)
+            continue
+        lines = data.split(b"\n")
+        if pending:
+            lines[0] = b"".join(pending) + lines[0]
+            pending = []
+        if lines[-1]:
+            pending.append(lines[-1])
+        yield from lines[:-1]
+    if pending:
+        yield b"".join(pending)
+
+
+def events(lines: Iterable[str], idle_timeout: float | None = None,
+           idle_error: Callable[[float], Exception] | None = None,
+           clock: Callable[[], float] = time.monotonic) -> Iterator[tuple[str, str]]:
+    """Server-sent events: (event name, data) for each; multi-line data joined with newlines;
+    comments skipped. `idle_timeout`: seconds without an event before `idle_error(idle_timeout)`
+    is raised, however many keep-alive comments (`: ping`) a proxy sends meanwhile."""
+    name, data = "", []
+    last_event = clock()
+    for line in lines:
+        if not line:
+            if data:
+                yield name or "message", "\n".join(data)
+                last_event = clock()
+            name, data = "", []
+            continue
+        if idle_timeout is not None and idle_error is not None and clock() - last_event > idle_timeout:
+            raise idle_error(idle_timeout)
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            name = value
+    if data:
+        yield name or "message", "\n".join(data)
+
+
+def shutdown(response: Any) -> None:
+    """Shut the answer's socket down, so a read blocked on it returns at once."""
+    sock = _socket_of(response)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _socket_of(response: Any) -> Any:
+    raw = getattr(response, "raw", None)
+    for path in (("_fp", "fp", "raw", "_sock"), ("_connection", "sock")):
+        node = raw
+        for name in path:
+            node = getattr(node, name, None)
+            if node is None:
+                break
+        if node is not None and hasattr(node, "shutdown"):
+            return node
+    return None
+
+
+def public_url(url: str) -> str:
+    """`url` as it may be shown and logged: scheme, host, port and path; no user, password,
+    query or fragment (where tokens travel)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(invalid URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{parts.scheme}://{host}{port}{parts.path}"

@@ -1,0 +1,45 @@
+"""What the HTTP providers share about what model servers send: error bodies, tool-call ids
+and arguments, the error for a stream of the wrong shape."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from bob_acp.exceptions import ModelError
+from bob_acp.jsonrpc import codec
+
+
+def error_message(body: Any) -> str | None:
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        detail = error.get("message") or error.get("type")
+        return detail if isinstance(detail, str) else None
+    if isinstance(error, str):
+        return error
+    if not isinstance(body, dict):
+        return None
+    detail = body.get("message") or body.get("detail")  # bare proxies, FastAPI-based servers
+    return detail if isinstance(detail, str) else None
+
+
+def new_call_id() -> str:
+    """For servers that send a tool call without an id: unique across the whole history."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def parse_arguments(name: str, text: str) -> dict:
+    if not text.strip():
+        return {}
+    try:
+        value = codec.loads(codec.clean(text))
+    except (codec.JSONDecodeError, RecursionError):
+        raise ModelError(f"model returned invalid JSON in the arguments of tool call '{name}': "
+                         f"{codec.clean(text[:120])!r}") from None
+    if not isinstance(value, dict):
+        raise ModelError(f"model returned arguments of tool call '{name}' that are not a JSON object")
+    return value
+
+
+def malformed(what: str) -> ModelError:
+    return ModelError(f"model API sent a malformed stream event: {what}")
