@@ -206,12 +206,25 @@ def test_a_servers_stderr_is_logged_at_a_bounded_rate(mcp_bob):
 
 # ---- 6. no orphan, even for a process that escaped its group ----------------------------------------------
 
-def test_a_setsid_grandchild_of_a_bash_call_ends_with_the_call(scripted):
+@pytest.mark.parametrize("how", ["close", "evict", "eof"])
+def test_a_setsid_grandchild_of_a_bash_call_ends_with_its_session(scripted, how):
+    # A command may leave a job running on purpose (the bg-jobs skill): it outlives the call,
+    # and ends with the session that started it, or with Bob.
     mark = marker()
+    config = {"permissions": {"mode": "allow-all"}, "sessions": {"enabled": True},
+              "acp": {"sessionHistory": True}, "limits": {"maxSessions": 1, "sessionOverflow": "evict_oldest"}}
     bob, sid = scripted([{"replies": [bash(f"setsid sleep 300.{mark} & sleep 0.2; echo started"), {"text": "ok"}]}],
-                        config={"permissions": {"mode": "allow-all"}})
+                        config=config)
     response, frames = bob.prompt(sid, "go")
     assert response["result"]["stopReason"] == "end_turn"
+    assert wait_present(mark)  # the call is over; the job runs on
+    if how == "close":
+        bob.result("session/close", {"sessionId": sid})
+    elif how == "evict":
+        bob.new_session()
+    else:
+        bob.proc.sendeof()
+        assert bob.wait(10) == 0
     assert wait_gone(mark, timeout=5) == []
 
 

@@ -31,6 +31,7 @@ turns_module = LazyModule("bob_acp.acp.turns", globals(), "turns_module")
 saved_module = LazyModule("bob_acp.acp.saved", globals(), "saved_module")
 selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")
 mcp_module = LazyModule("bob_acp.mcp", globals(), "mcp_module")
+children_module = LazyModule("bob_acp.children", globals(), "children_module")
 
 DEFAULT_MAX_SESSIONS = 1024
 
@@ -279,6 +280,10 @@ class AgentServer:
         if session.turns:
             self.draining[session.id] = session
         session.cancel_all()
+        if session.conv.owner and "bob_acp.children" in sys.modules:
+            # What its commands left running on purpose (bg-jobs, setsid) ends with the session.
+            threading.Thread(target=children_module.end_orphans, args=(session.conv.owner,),
+                             name="bob-session-orphans", daemon=True).start()
         if session.mcp is not None:
             threading.Thread(target=session.mcp.close, name="bob-mcp-close", daemon=True).start()
 

@@ -24,6 +24,7 @@ class Conversation:
     model: str | None = None  # the session's model choice; None: model.name
     mode: str = "ask"  # ask | allow-edits | allow-all (permissions.mode)
     cost: float = 0.0  # the session's cost so far, when model.price is configured
+    owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
 
     def context_tokens(self) -> int:
         """The history's size as the next call will send it: the provider's last count plus an

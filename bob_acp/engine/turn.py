@@ -98,6 +98,11 @@ class _Stream:
         self.sink.retrying(attempt, delay, why)
 
 
+def new_owner() -> str:
+    """A session's label for the processes its commands start (bob_acp.children reads it)."""
+    return f"session-{uuid.uuid4().hex[:12]}"
+
+
 def new_message_id() -> str:
     return str(uuid.uuid4())
 
@@ -125,7 +130,7 @@ class Engine:
         if stored:
             messages += [m for m in stored if m["role"] != "system"]
         return Conversation(cwd=cwd, messages=messages, skills=catalog.skills, tools=tools,
-                            mode=self.cfg.permissions.mode)
+                            mode=self.cfg.permissions.mode, owner=new_owner())
 
     def reset(self, conv: Conversation) -> list[dict]:
         """/new: the history back to its system prompt; returns the messages it held."""
@@ -240,7 +245,7 @@ class Engine:
                   times: int) -> None:
         if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
             raise Cancelled()
-        ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env)
+        ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None)
         if call.tool is not None and times < self.cfg.loop.warnAt:
             call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))
         sink.tool_pending(call)

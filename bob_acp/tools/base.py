@@ -46,6 +46,7 @@ class ToolContext:
     skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
     env: dict | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
+    owner: str | None = None  # the session's label on the processes its commands start (bob_acp.children)
 
 
 class Tool:

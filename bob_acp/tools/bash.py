@@ -142,7 +142,7 @@ class BashTool(Tool):
             return ToolResult("error: argument 'timeout' must be a positive number of seconds", failed=True)
         # Started and registered under one lock, so kill_all() (shutdown) never misses a command
         # that has just started; the cancel (set before kill_all) is checked once it is registered.
-        label = children.new_label("bash")
+        label = ctx.owner or children.new_label("bash")
         with _live_lock:
             try:
                 proc = children.spawn(
@@ -162,7 +162,8 @@ class BashTool(Tool):
                 _live.discard(proc.pid)
             proc.wait()
             children.ended(proc)
-            children.end_orphans(label)  # and what left the group (setsid), once reparented to Bob
+            if ctx.owner is None:  # a call of no session: what left its group ends with it
+                children.end_orphans(label)
 
 
 class _Channel:
