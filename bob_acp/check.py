@@ -16,7 +16,6 @@ def run_check(cfg: Any, out: Any = None) -> int:
     import yaml
 
     from bob_acp import providers, skills
-    from bob_acp.exceptions import Cancelled, ModelError
 
     out = out or sys.stdout
     env = dict(os.environ)
@@ -30,12 +29,22 @@ def run_check(cfg: Any, out: Any = None) -> int:
         out.write(f"  warning: {warning}\n")
     key_env = providers.api_key_env(cfg)
     if key_env:
-        out.write(f"API key: ${key_env} is {'set' if env.get(key_env) else 'not set'}\n")
-    provider = providers.make_provider(cfg, env)
+        where = "set" if env.get(key_env) else (f"not set; model.apiKeyFile {cfg.model.apiKeyFile}"
+                                                if cfg.model.apiKeyFile else "not set")
+        out.write(f"API key: ${key_env} is {where}\n")
+    provider = providers.make_provider(cfg, env)  # (ConfigError for an unusable key file: exit 2)
     if provider is None:
         out.write("model: not configured\n" + providers.no_model_message(cfg, env) + "\n")
         return 1
+    answered, line = probe(cfg, provider)
+    out.write(line + "\n")
+    return 0 if answered else 1
+
+
+def probe(cfg: Any, provider: Any) -> tuple[bool, str]:
+    """Whether the model answers a one-word question within CHECK_TIMEOUT, and a line saying so."""
     from bob_acp.cancel import Cancel
+    from bob_acp.exceptions import Cancelled, ModelError
     from bob_acp.providers.base import Quiet
 
     cancel = Cancel()
@@ -49,10 +58,8 @@ def run_check(cfg: Any, out: Any = None) -> int:
         reply = provider.generate(messages, [], Quiet(), cancel)
     except (ModelError, Cancelled) as exc:
         reason = str(exc) or f"no answer within {CHECK_TIMEOUT:g} s"
-        out.write(f"model: {cfg.model.provider}/{cfg.model.name} does not answer: {reason}\n")
-        return 1
+        return False, f"model: {cfg.model.provider}/{cfg.model.name} does not answer: {reason}"
     finally:
         timer.cancel()
     text = " ".join(reply.text.split())[:80]
-    out.write(f"model: {cfg.model.provider}/{cfg.model.name} answers in {time.monotonic() - started:.1f}s: {text!r}\n")
-    return 0
+    return True, f"model: {cfg.model.provider}/{cfg.model.name} answers in {time.monotonic() - started:.1f}s: {text!r}"

@@ -26,39 +26,76 @@ def parse_args(argv: list[str]) -> Any:
     )
     parser.add_argument("--acp", action="store_true", help="serve ACP on stdio (the default; accepted for editors that pass it)")
     parser.add_argument("--config", metavar="PATH", help="configuration file (default: $BOB_CONFIG, else ~/.config/bob/config.yaml)")
+    parser.add_argument("--profile", choices=("default", "full"),
+                        help="full: every opt-in feature on (sessions, history, selectors, MCP, sign-in); "
+                             "a key set in the config file still wins")
     parser.add_argument("--check", action="store_true", help="print the effective config, the skills found and whether the model answers, then exit")
     parser.add_argument("--version", action="version", version=f"bob-acp {__version__}")
     return parser.parse_args(argv)
 
 
+SUBCOMMANDS = ("chat", "setup")
+
+
+def split_subcommand(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
+    """(global options, subcommand, its arguments): `bob-acp [--profile P] [--config F] setup …`,
+    as a registry client runs a terminal sign-in (the agent's own command, then the method's args)."""
+    index = 0
+    while index < len(argv) and argv[index] not in SUBCOMMANDS:
+        if argv[index] in ("--profile", "--config"):
+            index += 2
+        elif argv[index].startswith("--"):
+            index += 1
+        else:
+            return argv, None, []
+    if index >= len(argv):
+        return argv, None, []
+    return argv[:index], argv[index], argv[index + 1:]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["chat"]:
+    options, command, rest = split_subcommand(argv)
+    if command == "chat":
         from bob_acp.chat import main as chat_main
 
-        return chat_main(argv[1:])
+        return chat_main(rest, agent_options=options)
+    if command == "setup":
+        from bob_acp.setup import main as setup_main
+
+        return setup_main(rest, agent_options=options)
     # What editors run (`bob-acp`, `bob-acp --acp`) skips argparse: start-up time is the editor's.
-    args = parse_args(argv) if argv not in ([], ["--acp"]) else SimpleNamespace(config=None, check=False)
+    fast = argv in ([], ["--acp"])
+    args = parse_args(argv) if not fast else SimpleNamespace(config=None, check=False, profile=None)
     from bob_acp import config as config_module
     from bob_acp.exceptions import ConfigError
 
     try:
-        cfg = config_module.load(args.config)
+        cfg = config_module.load(args.config, profile=args.profile)
+        problem = None
     except ConfigError as exc:
-        sys.stderr.write(f"bob-acp: {exc}\n")
-        return EXIT_CONFIG
+        if args.check:
+            sys.stderr.write(f"bob-acp: {exc}\n")
+            return EXIT_CONFIG
+        # Serving ACP, a broken config is said in the editor, not as "the agent exited": Bob
+        # answers initialize, and every prompt with this line and the way to fix it.
+        problem = str(exc)
+        cfg = config_module.load(None, env={"XDG_CONFIG_HOME": "/nonexistent-bob-config"}, profile=args.profile)
     if args.check:
         from bob_acp.check import run_check
 
         try:
             return run_check(cfg)
+        except ConfigError as exc:  # (the key file, read when the provider is made)
+            sys.stderr.write(f"bob-acp: {exc}\n")
+            return EXIT_CONFIG
         except BrokenPipeError:  # `bob-acp --check | head -1`
             _quiet_broken_pipe()
             return 0
         except Exception as exc:  # --check reports; it never ends in a traceback
             sys.stderr.write(f"bob-acp --check: {type(exc).__name__}: {exc}\n")
             return 1
-    return serve(cfg)
+    return serve(cfg, problem)
 
 
 def _quiet_broken_pipe() -> None:
@@ -82,7 +119,9 @@ def _guard_stdio() -> tuple[int, Any]:
     return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
 
 
-def serve(cfg: Any) -> int:
+def serve(cfg: Any, problem: str | None = None) -> int:
+    """Serve ACP on stdio. `problem`: the config error Bob could not start with (it then serves
+    with the defaults, every prompt answered with that line and the fix)."""
     from bob_acp import log as logging_setup
     from bob_acp import providers, secrets
     from bob_acp.acp.server import AgentServer
@@ -94,12 +133,20 @@ def serve(cfg: Any) -> int:
     logging_setup.setup(cfg.log.level, cfg.log.format, cfg.log.file)
     log = logging_setup.get("bob")
     env = dict(os.environ)
-    key = providers.api_key(cfg, env)
+    from bob_acp.exceptions import ConfigError
+
+    try:
+        key = providers.api_key(cfg, env)
+    except ConfigError as exc:
+        problem, key = problem or str(exc), None
     known = secrets.values(cfg, env, key)
     logging_setup.add_secrets(known)
     redactor = secrets.Redactor(known)
     secrets.hide_from_children(secrets.dropped(cfg, env))  # `env` keeps them for Bob's own use
-    provider = providers.make_provider(cfg, env, known)
+    provider = providers.make_provider(cfg, env, known, key) if problem is None else None
+    no_model = providers.no_model_message(cfg, env) if problem is None else providers.config_problem_message(problem)
+    if problem is not None:
+        log.error(f"bob-acp: {problem}")
     cwd = os.getcwd()
     logging_setup.defer(lambda: _banner(log, cfg, provider, cwd))
     if interactive:
@@ -108,8 +155,8 @@ def serve(cfg: Any) -> int:
 
     endpoint: Any = None
     writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
-    server = AgentServer(cfg, log, provider, providers.no_model_message(cfg, env),
-                         env=secrets.child_env(cfg, env), redact=redactor.tree if redactor else None)
+    server = AgentServer(cfg, log, provider, no_model, env=secrets.child_env(cfg, env),
+                         redact=redactor.tree if redactor else None, config_problem=problem)
     wake_r, wake_w = os.pipe()
 
     def closed() -> None:

@@ -21,12 +21,14 @@ if TYPE_CHECKING:  # annotations only
     from typing import Any
 
 
-SCHEMA: dict[str, dict[str, Any]] = {
+SCHEMA: dict[str, Any] = {
+    "profile": Key("enum", "default", choices=("default", "full")),
     "model": {
         "provider": Key("enum", "openai", choices=("openai", "anthropic", "script")),
         "name": Key("str", "gpt-4.1-mini"),
         "baseUrl": Key("str", None, nullable=True),
         "apiKeyEnv": Key("str", None, nullable=True),
+        "apiKeyFile": Key("str", None, nullable=True, path=True),
         "script": Key("str", None, nullable=True, path=True),
         "maxTokens": Key("int", None, nullable=True, minimum=1),
         "temperature": Key("number", None, nullable=True, minimum=0, maximum=2),
@@ -75,6 +77,7 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "sessionHistory": Key("bool", False),
         "configOptions": Key("bool", False),
         "replayStatus": Key("enum", "completed", choices=("completed", "recorded")),
+        "auth": Key("bool", False),
     },
     "permissions": {
         "mode": Key("enum", "ask", choices=("ask", "allow-edits", "allow-all")),
@@ -89,6 +92,19 @@ SCHEMA: dict[str, dict[str, Any]] = {
         "format": Key("enum", "console", choices=("console", "json")),
         "file": Key("str", None, nullable=True, path=True),
     },
+}
+
+# What `profile: full` (`--profile full`) switches on: every feature that is off by default
+# because the default profile keeps Bob's documented 0.11 behaviour. A key set explicitly (in the
+# file or by an environment override) wins over the profile.
+FULL_PROFILE: dict[str, Any] = {
+    "sessions.enabled": True,
+    "acp.sessionHistory": True,
+    "acp.configOptions": True,
+    "acp.replayStatus": "recorded",
+    "acp.auth": True,
+    "permissions.allowAlways": "command",
+    "mcp.enabled": True,
 }
 
 ENV_OVERRIDES = {
@@ -137,7 +153,8 @@ def find_path(explicit: str | None, env: dict[str, str]) -> tuple[str, bool]:
     return default_path(env), False
 
 
-def load(explicit: str | None = None, env: dict[str, str] | None = None) -> Config:
+def load(explicit: str | None = None, env: dict[str, str] | None = None, profile: str | None = None) -> Config:
+    """The effective configuration. `profile`: the command line's `--profile` (wins over the file's)."""
     env = dict(os.environ) if env is None else env
     path, required = find_path(explicit, env)
     raw: Any = {}
@@ -147,10 +164,21 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None) -> Conf
         raw = _read_yaml(source)
     base_dir = os.path.dirname(source) if source else os.getcwd()
     values = _build(SCHEMA, raw, "", source or "<defaults>", base_dir)
+    given = _given(raw)
     for var, dotted in ENV_OVERRIDES.items():
         if env.get(var):
             section, name = dotted.split(".")
             values[section][name] = _check(SCHEMA[section][name], env[var], dotted, f"${var}", base_dir)
+            given.add(dotted)
+    if profile is not None:
+        values["profile"] = _check(SCHEMA["profile"], profile, "profile", "--profile", base_dir)
+    if values["profile"] == "full":
+        for dotted, value in FULL_PROFILE.items():
+            section, name = dotted.split(".")
+            if dotted not in given:
+                values[section][name] = value
+        if not values["sessions"]["enabled"] and "acp.sessionHistory" not in given:
+            values["acp"]["sessionHistory"] = False  # sessions switched off explicitly: no history either
     where = source or "<defaults>"
     if values["loop"]["stopAt"] <= values["loop"]["warnAt"]:
         raise ConfigError(f"config key 'loop.stopAt' in {where}: must be greater than loop.warnAt")
@@ -166,6 +194,17 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None) -> Conf
         if problem:
             raise ConfigError(f"config key 'log.file' in {where}: {problem}, got {_shown(values['log']['file'])}")
     return Config(_sections(values), source)
+
+
+def _given(raw: Any, prefix: str = "") -> set[str]:
+    """The dotted keys the file sets itself."""
+    found: set[str] = set()
+    if isinstance(raw, dict):
+        for name, value in raw.items():
+            dotted = prefix + str(name)
+            found.add(dotted)
+            found |= _given(value, dotted + ".")
+    return found
 
 
 def url_problem(url: str) -> str | None:

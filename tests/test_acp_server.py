@@ -17,24 +17,27 @@ def server(**kw):
     return AgentServer(config.defaults(), log.get("test"), None, "no model", **kw)
 
 
-def test_auth_methods_gate_session_methods_until_authenticate_succeeds(tmp_path):
-    tried = []
-    srv = server(auth_methods=[{"id": "token", "name": "Token"}],
-                 authenticate=lambda method, params: tried.append(method) or params.get("ok") is True)
-    init = srv.initialize({"protocolVersion": 1})
-    assert init.result["authMethods"] == [{"id": "token", "name": "Token"}]
+def test_with_acp_auth_and_no_model_sessions_ask_for_sign_in_and_authenticate_says_why(tmp_path):
+    cfg = config.load(env={"XDG_CONFIG_HOME": "/nonexistent"}, profile="full")
+    srv = AgentServer(cfg, log.get("test"), None, "no model")
+    init = srv.initialize({"protocolVersion": 1, "clientCapabilities": {}})
+    assert [m["id"] for m in init.result["authMethods"]] == ["bob-model"] and "type" not in init.result["authMethods"][0]
     with pytest.raises(RpcError) as info:
         srv.new_session({"cwd": str(tmp_path), "mcpServers": []})
+    assert info.value.code == -32000 and "OPENAI_API_KEY" in info.value.message and "bob-acp setup" in info.value.message
+    with pytest.raises(RpcError) as info:
+        srv.authenticate({"methodId": "bob-model"})
     assert info.value.code == -32000
     with pytest.raises(RpcError) as info:
         srv.authenticate({"methodId": "other"})
     assert info.value.code == -32602
-    with pytest.raises(RpcError) as info:
-        srv.authenticate({"methodId": "token", "ok": False})
-    assert info.value.code == -32000
-    assert srv.authenticate({"methodId": "token", "ok": True}) == {}
-    assert tried == ["token", "token"]
-    assert srv.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
+    terminal = srv.initialize({"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}})
+    method = terminal["authMethods"][0]
+    assert (method["type"], method["args"]) == ("terminal", ["setup"])
+    assert method["_meta"]["terminal-auth"]["args"][-1] == "setup"
+    ready = AgentServer(cfg, log.get("test"), object(), "")
+    ready.initialize({"protocolVersion": 1})
+    assert ready.authenticate({"methodId": "bob-model"}) == {} and ready.authenticated
 
 
 def test_bob_without_auth_methods_answers_authenticate_with_nothing():

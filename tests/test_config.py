@@ -18,7 +18,9 @@ def test_defaults_are_the_documented_ones():
     cfg = config.defaults()
     assert cfg.source is None
     assert cfg.as_dict() == {
-        "model": {"provider": "openai", "name": "gpt-4.1-mini", "baseUrl": None, "apiKeyEnv": None, "script": None,
+        "profile": "default",
+        "model": {"provider": "openai", "name": "gpt-4.1-mini", "baseUrl": None, "apiKeyEnv": None,
+                  "apiKeyFile": None, "script": None,
                   "maxTokens": None, "temperature": None, "timeout": 120, "callTimeout": 600, "retries": 4,
                   "thinking": None, "price": {"input": None, "output": None}, "choices": []},
         "context": {"window": 128000, "threshold": 0.8, "keepLastTurns": 2},
@@ -29,7 +31,7 @@ def test_defaults_are_the_documented_ones():
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},
         "skills": {"dirs": []},
         # Features the product document does not have are off: its behaviour, exactly.
-        "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed"},
+        "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed", "auth": False},
         "permissions": {"mode": "ask", "allowAlways": "tool"},
         "mcp": {"enabled": False, "timeout": 30},
         "log": {"level": "info", "format": "console", "file": None},
@@ -139,3 +141,18 @@ def test_config_is_read_only():
     cfg = config.defaults()
     with pytest.raises(AttributeError):
         cfg.model.name = "x"
+
+
+def test_the_full_profile_switches_the_opt_ins_on_and_explicit_keys_win(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
+    full = config.load(env=env, profile="full")
+    assert (full.sessions.enabled, full.acp.sessionHistory, full.acp.configOptions, full.acp.auth,
+            full.permissions.allowAlways, full.mcp.enabled, full.acp.replayStatus) == (
+        True, True, True, True, "command", True, "recorded")
+    path = write(tmp_path, "profile: full\nsessions: {enabled: false}\nmcp: {enabled: false}\n")
+    mixed = config.load(path, env={})
+    assert mixed.profile == "full" and mixed.sessions.enabled is False and mixed.acp.sessionHistory is False
+    assert mixed.mcp.enabled is False and mixed.acp.configOptions is True
+    assert config.load(path, env={}, profile="default").acp.configOptions is False  # the command line wins
+    with pytest.raises(ConfigError, match="'profile'.*must be one of default, full"):
+        config.load(write(tmp_path, "profile: everything\n", "bad.yaml"), env={})

@@ -57,7 +57,7 @@ def test_the_history_capabilities_are_advertised(history_bob):
 
 def test_session_history_needs_sessions_enabled(tmp_path, bob_env, write_config):
     path = write_config({"acp": {"sessionHistory": True}})
-    proc = subprocess.run(bob_command(), input=b"", capture_output=True, env=bob_env, timeout=20)
+    proc = subprocess.run(bob_command() + ["--check"], input=b"", capture_output=True, env=bob_env, timeout=20)
     assert proc.returncode == 2 and "acp.sessionHistory" in proc.stderr.decode() and path in proc.stderr.decode()
 
 

@@ -138,7 +138,7 @@ def test_bad_selector_values_are_invalid_params(bob_script, method, params):
 def test_a_config_section_that_is_not_a_mapping_stops_start_up(tmp_path, bob_env, value):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"model": value}))
-    result = subprocess.run(bob_command() + ["--config", str(path)], env=bob_env, capture_output=True, text=True,
+    result = subprocess.run(bob_command() + ["--config", str(path), "--check"], env=bob_env, capture_output=True, text=True,
                             timeout=20, stdin=subprocess.DEVNULL)
     assert result.returncode == 2
     assert result.stderr.strip() == f"bob-acp: config key 'model' in {path}: must be a mapping"

@@ -39,7 +39,7 @@ def test_initialize_answers_exactly_and_logs_the_client(spawn_bob):
         "agentInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__},
         "authMethods": [],
     }
-    assert __version__ == "0.12.0"
+    assert __version__ == "0.13.0"
     line = next(line for line in bob.wait_stderr("[acp] initialize: client zed 0.201.0, protocol 3").splitlines()
                 if "[acp] initialize" in line)
     import datetime
@@ -58,7 +58,7 @@ def test_a_5_mib_line_is_refused_without_holding_it_and_the_next_frame_is_answer
     bob = spawn_bob()
     bob.initialize()
     bob.wait_stderr("[acp] initialize")  # warmed up: the log thread has loaded structlog
-    bob.wait_stderr("bob 0.12.0")
+    bob.wait_stderr("bob 0.13.0")
     before = vm(bob.pid, "VmHWM")
     bob.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"' + b"x" * (5 << 20) + b'"}}\n')
     frame = bob.read_frame()
@@ -239,16 +239,21 @@ def test_signals_exit_0_within_a_second(spawn_bob, sig):
     bob.wait_stderr(f"[acp] {sig.name}: shutting down")
 
 
-def test_a_broken_config_exits_2_with_one_line(spawn_bob, tmp_path, bob_env):
+def test_a_broken_config_is_one_line_and_check_exits_2(spawn_bob, tmp_path, bob_env):
+    # Serving ACP, Bob logs the line and serves (the editor then shows it: tests/test_e2e_registry.py);
+    # --check stops with it.
     import subprocess
 
     from bob_client import bob_command
     (tmp_path / "config.yaml").write_text("model:\n  nmae: x\n")
     proc = subprocess.run(bob_command(), input=b"", capture_output=True, env=bob_env, timeout=20)
-    assert proc.returncode == 2
-    lines = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 0 and proc.stdout == b""
+    errors = [line for line in proc.stderr.decode().splitlines() if "[error" in line]
+    assert len(errors) == 1 and "model.nmae" in errors[0] and str(tmp_path / "config.yaml") in errors[0]
+    check = subprocess.run(bob_command() + ["--check"], input=b"", capture_output=True, env=bob_env, timeout=20)
+    assert check.returncode == 2
+    lines = check.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "model.nmae" in lines[0] and str(tmp_path / "config.yaml") in lines[0]
-    assert proc.stdout == b""
 
 
 def test_a_lone_surrogate_in_a_prompt_is_answered_under_its_own_id(scripted):

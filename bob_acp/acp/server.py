@@ -10,12 +10,13 @@ import sys
 import threading
 
 from bob_acp import __version__
+from bob_acp.acp import auth
 from bob_acp.acp import protocol as p
 from bob_acp.acp.params import cwd_param, mcp_servers, required_str, unknown_session
 from bob_acp.acp.session import Session
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
-from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.jsonrpc.errors import AUTH_REQUIRED, RpcError
 from bob_acp.lazy import LazyModule, warm
 
 TYPE_CHECKING = False
@@ -37,24 +38,24 @@ DEFAULT_MAX_SESSIONS = 1024
 
 
 class AgentServer:
-    def __init__(self, cfg: Any, log: Any, provider: Any, no_model_message: str, auth_methods: list | None = None,
-                 authenticate: Callable[[str, dict], bool] | None = None, env: dict | None = None,
-                 redact: Callable[[Any], Any] | None = None):
+    def __init__(self, cfg: Any, log: Any, provider: Any, no_model_message: str, env: dict | None = None,
+                 redact: Callable[[Any], Any] | None = None, config_problem: str | None = None):
         self.cfg = cfg
         self.log = log
         self.provider = provider
         self.no_model_message = no_model_message
         self.env = env  # what tools and MCP servers start with (secrets dropped)
         self.redact = redact  # applied to a conversation before it is written to disk
-        self.auth_methods = list(auth_methods or [])
-        self._authenticate_hook = authenticate
+        self.auth_methods: list[dict] = []  # advertised at initialize (acp.auth)
+        self.config_problem = config_problem  # the config error Bob serves with the defaults, if any
         self.endpoint: Endpoint | None = None
         self.sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
         self.draining: dict[str, Session] = {}  # dropped sessions whose turn has not returned yet
         self.sessions_lock = threading.Lock()
         self.closing = threading.Event()
         self.initialized = False
-        self.authenticated = not self.auth_methods
+        # With acp.auth, "authenticated" means a usable model is configured: nothing else to sign in to.
+        self.authenticated = not cfg.acp.auth or provider is not None
         self.terminal_output = False  # the client renders bash output as a terminal (Zed's _meta)
         self._engine: Any = None
         self._parts: dict[str, Any] = {}
@@ -147,6 +148,8 @@ class AgentServer:
         capabilities = params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
         meta = capabilities.get("_meta") if isinstance(capabilities.get("_meta"), dict) else {}
         self.terminal_output = meta.get("terminal_output") is True
+        if self.cfg.acp.auth:
+            self.auth_methods = auth.methods(auth.terminal_auth_wanted(capabilities))
         first = not self.initialized
         self.initialized = True
         agent: dict[str, Any] = {
@@ -170,20 +173,28 @@ class AgentServer:
         if not self.initialized:
             raise RpcError.invalid_request("initialize first")
         method_id = required_str(params, "methodId")
-        if not self.auth_methods:
-            return {}
-        if method_id not in {m.get("id") for m in self.auth_methods}:
+        if not self.cfg.acp.auth:
+            return {}  # no methods advertised: an empty answer (the default profile)
+        if method_id == auth.SETUP_METHOD:
+            raise RpcError.invalid_params("methodId: bob-setup is a terminal sign-in: the client runs it, "
+                                          "it is not passed to authenticate")
+        if method_id != auth.MODEL_METHOD:
             raise RpcError.invalid_params(f"methodId: unknown authentication method {method_id[:100]!r}")
-        if self._authenticate_hook is not None and not self._authenticate_hook(method_id, params):
-            raise RpcError.auth_required()
-        self.authenticated = True
+        if not self.authenticated:
+            raise self._auth_required()
         return {}
+
+    def _auth_required(self) -> RpcError:
+        if self.config_problem:
+            return RpcError(AUTH_REQUIRED, f"Authentication required: Bob could not use its configuration: "
+                                           f"{self.config_problem}; fix it, or run `bob-acp setup` in a terminal")
+        return RpcError(AUTH_REQUIRED, f"Authentication required: {auth.required_message(self.cfg)}")
 
     def require_ready(self) -> None:
         if not self.initialized:
             raise RpcError.invalid_request("initialize first")
         if not self.authenticated:
-            raise RpcError.auth_required()
+            raise self._auth_required()
 
     # ---- sessions ---------------------------------------------------------------------------
 

@@ -270,7 +270,7 @@ def _demo(env: dict) -> tuple[str, str, str]:
     return folder, config, project
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], agent_options: list[str] | None = None) -> int:
     args = parse_args(argv)
     env = dict(os.environ)
     cwd = os.path.abspath(args.cwd or os.getcwd())
@@ -282,7 +282,7 @@ def main(argv: list[str]) -> int:
     if args.demo:
         demo_dir, config, cwd = _demo(env)
     screen = Screen(sys.stdout, use_colour(sys.stdout, env) and not args.json, cwd, quiet=args.json)
-    agent = Agent(agent_command(config), env, sys.stdout if args.json else None)
+    agent = Agent(agent_command(config, agent_options), env, sys.stdout if args.json else None)
     chat = Chat(agent, screen, asker, cwd)
     try:
         return _run(chat, args, Prompter(env))

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
 
-def agent_command(config: str | None = None) -> list[str]:
-    command = [sys.executable, "-c", BOOT, "--acp"]
+def agent_command(config: str | None = None, options: list[str] | None = None) -> list[str]:
+    """The agent's command line: `options` are the global options given before `chat`
+    (`--profile full`), then the chat's own `--config`."""
+    command = [sys.executable, "-c", BOOT, *(options or []), "--acp"]
     return command + (["--config", config] if config else [])
 
 

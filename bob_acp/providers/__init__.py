@@ -22,12 +22,44 @@ def api_key_env(cfg: Any) -> str | None:
 
 
 def api_key(cfg: Any, env: dict[str, str]) -> str | None:
-    """The key, stripped: a CRLF .env leaves "sk-…\r", which no header may carry."""
+    """The key, stripped (a CRLF .env leaves "sk-…\r", which no header may carry): from the
+    environment variable, else from model.apiKeyFile. ConfigError for a key file that others
+    can read (as ssh refuses such a key) or that cannot be read."""
     name = api_key_env(cfg)
-    return (env.get(name, "").strip() or None) if name else None
+    if not name:
+        return None
+    key = env.get(name, "").strip()
+    if key:
+        return key
+    return read_key_file(cfg.model.apiKeyFile) if cfg.model.apiKeyFile else None
 
 
-def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = ()) -> Provider | None:
+def read_key_file(path: str) -> str | None:
+    import os
+    import stat
+
+    from bob_acp.exceptions import ConfigError
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise ConfigError(f"config key 'model.apiKeyFile': cannot read {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"config key 'model.apiKeyFile': {path} is not a regular file")
+        if info.st_mode & 0o077:
+            raise ConfigError(f"config key 'model.apiKeyFile': {path} can be read by others "
+                              f"(mode {stat.S_IMODE(info.st_mode):04o}); run: chmod 600 {path}")
+        data = os.read(fd, 64 * 1024)
+    finally:
+        os.close(fd)
+    key = data.decode("utf-8", "replace").strip()
+    return key or None
+
+
+def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = (),
+                  key: str | None = None) -> Provider | None:
     """The configured provider, or None when no model is usable (prompts are then refused).
 
     A key is required only for a provider's official endpoint: local servers (Ollama,
@@ -40,7 +72,7 @@ def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = ()) 
         from bob_acp.providers.script import ScriptProvider
 
         return ScriptProvider(cfg)
-    key = api_key(cfg, env)
+    key = key if key is not None else api_key(cfg, env)
     if key is None and not cfg.model.baseUrl:
         return None
     if kind == "openai":
@@ -50,6 +82,13 @@ def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = ()) 
     from bob_acp.providers.anthropic import AnthropicProvider
 
     return AnthropicProvider(cfg, key, secrets)
+
+
+def config_problem_message(problem: str) -> str:
+    """What a prompt answers when the config could not be used: the line, and the fix."""
+    return (f"Bob could not use its configuration: {problem}\n\n"
+            "Fix the file (`bob-acp --check` in a terminal shows the same line), or run `bob-acp setup` to write "
+            "a working one; then start a new session.")
 
 
 def no_model_message(cfg: Any, env: dict[str, str]) -> str:
@@ -63,6 +102,8 @@ def no_model_message(cfg: Any, env: dict[str, str]) -> str:
     return (
         f"{first}\n\n"
         "To configure one, either:\n"
+        "- run `bob-acp setup` in a terminal: it asks for the provider, the model and the key, checks "
+        "that the model answers and writes the config (the key in a file only you can read);\n"
         "- set `OPENAI_API_KEY` (OpenAI) or `ANTHROPIC_API_KEY` with `BOB_PROVIDER=anthropic` in the "
         "environment the editor starts Bob with; `BOB_MODEL` picks the model;\n"
         "- or point Bob at a local OpenAI-compatible server: `BOB_BASE_URL=http://127.0.0.1:11434/v1` "

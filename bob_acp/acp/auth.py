@@ -1,0 +1,65 @@
+"""Sign-in as registry clients understand it (with `acp.auth`, on in the full profile).
+
+Bob has no account to log in to: "authenticated" means a model Bob can use is configured. So:
+
+- a client that can run a terminal sign-in (`clientCapabilities.auth.terminal`, or the older
+  `_meta["terminal-auth"]`) is offered a `terminal` method that runs Bob's own command with
+  `setup` appended (`bob-acp setup`: provider, model and key, checked, written to the config);
+- any other client is offered an `agent` method, whose `authenticate` succeeds once a usable model
+  is configured and otherwise says which variable to set and which command to run;
+- while no usable model is configured, session methods answer `-32000` (authentication
+  required) with that message, so the client opens its sign-in flow; once one is, nothing asks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SETUP_METHOD = "bob-setup"
+MODEL_METHOD = "bob-model"
+
+
+def terminal_auth_wanted(capabilities: dict) -> bool:
+    auth = capabilities.get("auth") if isinstance(capabilities.get("auth"), dict) else {}
+    meta = capabilities.get("_meta") if isinstance(capabilities.get("_meta"), dict) else {}
+    return auth.get("terminal") is True or meta.get("terminal-auth") is True
+
+
+def launch_command() -> list[str]:
+    """How this Bob was started, for clients that run the terminal sign-in from `_meta` alone."""
+    program = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if not program or program.endswith(("__main__.py", "-c")):
+        program_args = [sys.executable, "-m", "bob_acp"]
+    else:
+        program_args = [program]
+    return program_args + [arg for arg in sys.argv[1:] if arg != "--acp"]
+
+
+def methods(terminal: bool) -> list[dict]:
+    if terminal:
+        launch = launch_command()
+        return [{
+            "id": SETUP_METHOD, "name": "Set up a model for Bob", "type": "terminal", "args": ["setup"],
+            "description": "Choose a provider and a model, give the key; Bob checks that the model answers.",
+            # Clients from before the `terminal` type read the command from here (Zed's banner).
+            "_meta": {"terminal-auth": {"command": launch[0], "args": [*launch[1:], "setup"],
+                                        "label": "bob-acp setup"}},
+        }]
+    return [{"id": MODEL_METHOD, "name": "Use the configured model",
+             "description": "Bob uses the model and key of its config file or environment; "
+                            "`bob-acp setup` in a terminal writes them."}]
+
+
+def required_message(cfg: Any) -> str:
+    """Why a session cannot start yet, and what to do, in one paragraph."""
+    from bob_acp import providers
+
+    variable = providers.api_key_env(cfg) or "model.script"
+    return (f"Bob has no usable model: set {variable} in the environment the editor starts Bob with "
+            f"(or model.apiKeyFile, or model.baseUrl for a local server), or run `bob-acp setup` in a terminal; "
+            "then try again.")

@@ -1,0 +1,201 @@
+"""`bob-acp setup`: give Bob a model and a key without editing YAML.
+
+Asks (on a terminal) or takes from flags the provider, the base URL of an OpenAI-compatible
+server, the model and the key; writes the key to a file only its owner can read (0600) and the
+`model:` section of the config file (the file's other keys kept); then checks that the model
+answers. Exit status: 0 when the model answered (or with --no-check), 1 when it did not (the
+config is written all the same, and the reason said), 2 for what cannot be used.
+
+It is also what an editor runs for the ACP `terminal` sign-in (`bob-acp … setup`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
+KINDS = {
+    "openai": ("openai", "gpt-4.1-mini", "OpenAI"),
+    "anthropic": ("anthropic", "claude-sonnet-4-5", "Anthropic"),
+    "openai-compatible": ("openai", "llama3.1", "an OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio, "
+                                                "OpenRouter)"),
+}
+LOCAL_DEFAULT_URL = "http://127.0.0.1:11434/v1"
+
+
+class SetupError(Exception):
+    """One line to the user; exit status 2."""
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bob-acp setup", description="Give Bob a model and a key, checked.")
+    parser.add_argument("--provider", choices=sorted(KINDS), help="where the model runs")
+    parser.add_argument("--base-url", help="the server's URL (an OpenAI-compatible server), e.g. " + LOCAL_DEFAULT_URL)
+    parser.add_argument("--model", help="the model's name at the provider")
+    parser.add_argument("--key-stdin", action="store_true", help="read the API key from standard input")
+    parser.add_argument("--key-file", metavar="PATH", help="where to keep the key (default: beside the config file)")
+    parser.add_argument("--config", metavar="PATH", help="the config file to write (default: Bob's usual one)")
+    parser.add_argument("--no-check", action="store_true", help="write the config without asking the model")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str], agent_options: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    env = dict(os.environ)
+    try:
+        return run(args, env, _option(agent_options or [], "--config"))
+    except SetupError as exc:
+        sys.stderr.write(f"bob-acp setup: {exc}\n")
+        return EXIT_USAGE
+    except (KeyboardInterrupt, EOFError):
+        sys.stderr.write("\nbob-acp setup: nothing written\n")
+        return EXIT_USAGE
+
+
+def run(args: argparse.Namespace, env: dict, global_config: str | None) -> int:
+    from bob_acp import config as config_module
+
+    path = os.path.abspath(os.path.expanduser(args.config or global_config or env.get("BOB_CONFIG")
+                                              or config_module.default_path(env)))
+    ask = Questions(sys.stdin.isatty() and not args.key_stdin)
+    kind = args.provider or ask.choice("Where does the model run?", list(KINDS), [KINDS[k][2] for k in KINDS])
+    provider, default_model, _ = KINDS[kind]
+    base_url = args.base_url
+    if kind == "openai-compatible" and not base_url:
+        base_url = ask.text("The server's URL", LOCAL_DEFAULT_URL)
+    if base_url:
+        problem = config_module.url_problem(base_url)
+        if problem:
+            raise SetupError(f"the base URL {base_url!r}: {problem}")
+    model = args.model or ask.text("The model", default_model)
+    key = _read_key(args, ask, base_url is None)
+    if key is None and base_url is None:
+        variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
+        if not env.get(variable):
+            raise SetupError(f"{KINDS[kind][2]} needs an API key: give it with --key-stdin (or on the terminal), "
+                             f"or set {variable}")
+    key_file = None
+    if key is not None:
+        key_file = os.path.abspath(os.path.expanduser(args.key_file or os.path.join(os.path.dirname(path),
+                                                                                   f"{kind}.key")))
+        write_key(key_file, key)
+    write_config(path, {"provider": provider, "name": model, "baseUrl": base_url, "apiKeyFile": key_file})
+    print(f"wrote {path}" + (f" (the key in {key_file}, readable by you alone)" if key_file else ""))
+    try:
+        cfg = config_module.load(path, env={k: v for k, v in env.items() if not k.startswith("BOB_")})
+    except config_module.ConfigError as exc:
+        raise SetupError(str(exc)) from None
+    if args.no_check:
+        return EXIT_OK
+    return _check(cfg, env)
+
+
+def _check(cfg: Any, env: dict) -> int:
+    from bob_acp import providers
+    from bob_acp.check import probe
+    from bob_acp.exceptions import ConfigError
+
+    try:
+        provider = providers.make_provider(cfg, {k: v for k, v in env.items() if not k.startswith("BOB_")})
+    except ConfigError as exc:
+        raise SetupError(str(exc)) from None
+    if provider is None:
+        print("the model is not usable yet: " + providers.no_model_message(cfg, env).splitlines()[0])
+        return EXIT_NO_ANSWER
+    answered, line = probe(cfg, provider)
+    print(line)
+    if not answered:
+        print("the config is written; fix what the line above says and run `bob-acp setup` again "
+              "(or `bob-acp --check`)")
+    return EXIT_OK if answered else EXIT_NO_ANSWER
+
+
+def _read_key(args: argparse.Namespace, ask: "Questions", official: bool) -> str | None:
+    if args.key_stdin:
+        key = sys.stdin.readline().strip()
+        return key or None
+    if not ask.interactive:
+        return None
+    prompt = "The API key" + ("" if official else " (Enter for none: local servers need none)")
+    key = getpass.getpass(prompt + ": ").strip()
+    return key or None
+
+
+def write_key(path: str, key: str) -> None:
+    """The key alone in a file only its owner can read, written whole (temp file, rename)."""
+    folder = os.path.dirname(path)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    temp = f"{path}.{os.getpid()}.tmp"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, key.encode("utf-8") + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+
+
+def write_config(path: str, model: dict) -> None:
+    """The config file with its `model:` section set to `model` (None values left out); every
+    other key of an existing file kept."""
+    import yaml
+
+    from bob_acp.atomic import atomic_write
+
+    data: dict = {}
+    if os.path.exists(path):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = yaml.safe_load(handle)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise SetupError(f"cannot read {path} to update it: {exc}") from None
+        if isinstance(loaded, dict):
+            data = loaded
+    section = data.get("model") if isinstance(data.get("model"), dict) else {}
+    for name in ("provider", "name", "baseUrl", "apiKeyFile", "apiKeyEnv"):
+        section.pop(name, None)
+    section.update({k: v for k, v in model.items() if v is not None})
+    data["model"] = section
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8"))
+
+
+class Questions:
+    """Questions on the terminal; without one, a missing answer is an error naming the flag."""
+
+    def __init__(self, interactive: bool):
+        self.interactive = interactive
+
+    def choice(self, question: str, values: list[str], labels: list[str]) -> str:
+        if not self.interactive:
+            raise SetupError("--provider is needed without a terminal (" + ", ".join(values) + ")")
+        print(question)
+        for number, label in enumerate(labels, 1):
+            print(f"  {number}) {label}")
+        while True:
+            answer = input(f"1-{len(values)}: ").strip()
+            if answer.isdigit() and 1 <= int(answer) <= len(values):
+                return values[int(answer) - 1]
+            if answer in values:
+                return answer
+
+    def text(self, question: str, default: str) -> str:
+        if not self.interactive:
+            return default
+        answer = input(f"{question} [{default}]: ").strip()
+        return answer or default
+
+
+def _option(options: list[str], name: str) -> str | None:
+    for index, item in enumerate(options[:-1]):
+        if item == name:
+            return options[index + 1]
+    return None

@@ -1,0 +1,180 @@
+"""Issue 26 against the real bob-acp: the full profile, sign-in as ACP Registry clients check it,
+`bob-acp setup`, the key file, and a broken config said in the editor."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+
+import pytest
+import yaml
+from bob_client import Bob, bob_command, message_text
+
+pytestmark = pytest.mark.e2e
+
+REGISTRY_INIT = {"protocolVersion": 1, "clientInfo": {"name": "ACP Registry Validator", "version": "1.0.0"},
+                 "clientCapabilities": {"terminal": True, "fs": {"readTextFile": True, "writeTextFile": True},
+                                        "_meta": {"terminal_output": True, "terminal-auth": True}}}
+
+
+def registry_types(methods: list[dict]) -> list[str]:
+    """The registry CI's reading of authMethods: `type`, else `_meta` terminal-auth, else agent."""
+    found = []
+    for method in methods:
+        kind = method.get("type")
+        if not kind:
+            meta = method.get("_meta") or {}
+            kind = "terminal" if "terminal-auth" in meta else "agent"
+        found.append(kind)
+    return found
+
+
+def test_the_registry_auth_check_passes_with_a_fresh_home(workdir, tmp_path):
+    home = tmp_path / "fresh-home"
+    home.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb"}
+    with Bob(str(workdir), env, ["--profile", "full"]) as bob:
+        result = bob.result("initialize", REGISTRY_INIT)
+        types = registry_types(result["authMethods"])
+        assert types and set(types) <= {"agent", "terminal"} and "terminal" in types
+        assert result["authMethods"][0]["args"] == ["setup"]
+        response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+        assert response["error"]["code"] == -32000 and "bob-acp setup" in response["error"]["message"]
+
+
+def test_newer_clients_ask_for_terminal_auth_with_auth_terminal_and_others_get_an_agent_method(spawn_bob):
+    bob = spawn_bob(args=["--profile", "full"])
+    newer = bob.result("initialize", {"protocolVersion": 1, "clientCapabilities": {"auth": {"terminal": True}}})
+    assert registry_types(newer["authMethods"]) == ["terminal"]
+    plain = bob.result("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    assert registry_types(plain["authMethods"]) == ["agent"]
+    response, _ = bob.call("authenticate", {"methodId": "bob-model"})
+    assert response["error"]["code"] == -32000 and "OPENAI_API_KEY" in response["error"]["message"]
+
+
+def test_with_a_model_nothing_asks_for_authentication(spawn_bob, server, workdir):
+    server.enqueue(server.openai_text("hello"))
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 0}}, args=["--profile", "full"])
+    bob.initialize()
+    sid = bob.new_session()
+    assert message_text(bob.prompt(sid, "hi")[1]) == "hello"
+    assert bob.result("authenticate", {"methodId": "bob-model"}) == {}
+
+
+def test_the_full_profile_switches_every_opt_in_on_and_an_explicit_key_wins(spawn_bob, workdir, tmp_path):
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": []}))
+    model = {"provider": "script", "script": str(script)}
+    bob = spawn_bob({"model": model, "mcp": {"enabled": False}}, args=["--profile", "full"])
+    init = bob.initialize()
+    caps = init["agentCapabilities"]
+    assert caps["loadSession"] is True and "sessionCapabilities" in caps
+    assert caps["mcpCapabilities"]["http"] is False  # set explicitly: wins over the profile
+    response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+    assert "configOptions" in response["result"]
+    in_file = spawn_bob({"model": model, "profile": "full", "acp": {"configOptions": False}})
+    init = in_file.initialize()
+    assert init["agentCapabilities"]["loadSession"] is True and init["authMethods"]
+    response, _ = in_file.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+    assert "configOptions" not in response["result"]
+
+
+def test_the_default_profile_keeps_the_documented_behaviour(spawn_bob):
+    bob = spawn_bob()
+    init = bob.initialize()
+    assert init["authMethods"] == [] and init["agentCapabilities"]["loadSession"] is False
+    assert bob.result("authenticate", {"methodId": "anything"}) == {}
+
+
+def run_setup(args, bob_env, stdin="", timeout=60):
+    return subprocess.run(bob_command() + ["setup", *args], env=bob_env, input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_setup_writes_a_checked_config_and_a_private_key_file(bob_env, tmp_path, server, workdir):
+    server.enqueue(server.openai_text("ok"), server.openai_text("hello from the set-up model"))
+    config = tmp_path / "written" / "config.yaml"
+    result = run_setup(["--provider", "openai-compatible", "--base-url", server.url + "/v1", "--model", "local-m",
+                        "--key-stdin", "--config", str(config)], bob_env, stdin="sk-setup-key-0123456789\n")
+    assert result.returncode == 0, result.stderr
+    assert "answers" in result.stdout
+    written = yaml.safe_load(config.read_text())
+    key_file = written["model"]["apiKeyFile"]
+    assert written["model"] == {"provider": "openai", "name": "local-m", "baseUrl": server.url + "/v1",
+                                "apiKeyFile": key_file}
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    assert "sk-setup-key" not in config.read_text()
+    with Bob(str(workdir), {**bob_env, "BOB_CONFIG": str(config)}) as bob:
+        bob.initialize()
+        sid = bob.new_session()
+        assert message_text(bob.prompt(sid, "hi")[1]) == "hello from the set-up model"
+        assert server.requests[-1]["headers"]["Authorization"] == "Bearer sk-setup-key-0123456789"
+        assert "sk-setup-key" not in bob.stderr()
+
+
+def test_setup_says_when_the_model_does_not_answer_and_keeps_other_keys(bob_env, tmp_path, server):
+    server.enqueue(server.status(401, {"error": {"message": "invalid API key"}}))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"log": {"level": "debug"}}))
+    result = run_setup(["--provider", "openai", "--key-stdin", "--config", str(config),
+                        "--base-url", server.url + "/v1"], bob_env, stdin="sk-wrong-key-0123456789\n")
+    assert result.returncode == 1 and "model API 401: invalid API key" in result.stdout
+    assert yaml.safe_load(config.read_text())["log"] == {"level": "debug"}
+    missing = run_setup(["--provider", "anthropic", "--config", str(config)], {**bob_env}, stdin="")
+    assert missing.returncode == 2 and "needs an API key" in missing.stderr
+
+
+def test_a_key_file_others_can_read_is_refused_and_said_in_the_editor(bob_env, tmp_path, workdir):
+    key = tmp_path / "openai.key"
+    key.write_text("sk-readable-key-0123456789\n")
+    key.chmod(0o644)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"model": {"apiKeyFile": str(key)}}))
+    check = subprocess.run(bob_command() + ["--check"], env=bob_env, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 2 and "can be read by others" in check.stderr and "chmod 600" in check.stderr
+    with Bob(str(workdir), bob_env) as bob:
+        bob.initialize()
+        sid = bob.new_session()
+        response, frames = bob.prompt(sid, "hi")
+        assert response["result"]["stopReason"] == "refusal"
+        assert "can be read by others" in message_text(frames) and "bob-acp setup" in message_text(frames)
+
+
+@pytest.mark.parametrize("content", ["model: {nmae: x}\n", "model: [\n", "model: {baseUrl: ftp://x}\n"])
+def test_a_broken_config_is_said_in_the_editor_not_as_an_exit(bob_env, tmp_path, workdir, content):
+    (tmp_path / "config.yaml").write_text(content)
+    with Bob(str(workdir), bob_env) as bob:
+        init = bob.initialize()
+        assert init["protocolVersion"] == 1
+        sid = bob.new_session()
+        response, frames = bob.prompt(sid, "hi")
+        assert response["result"]["stopReason"] == "refusal"
+        text = message_text(frames)
+        assert "could not use its configuration" in text and str(tmp_path / "config.yaml") in text
+    with Bob(str(workdir), bob_env, ["--profile", "full"]) as bob:
+        bob.initialize()
+        response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+        assert response["error"]["code"] == -32000 and "could not use its configuration" in response["error"]["message"]
+    check = subprocess.run(bob_command() + ["--check"], env=bob_env, capture_output=True, text=True, timeout=30)
+    assert check.returncode == 2
+
+
+def test_the_registry_manifest_names_this_version_and_the_full_profile():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "agent.json"), encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    from bob_acp import __version__
+    assert manifest["id"] == "bob" and manifest["version"] == __version__
+    uvx = manifest["distribution"]["uvx"]
+    assert uvx["package"] == f"bob-acp=={__version__}"  # its console script is the package's name
+    assert uvx["args"][:2] == ["--profile", "full"]
+    for field in ("name", "description", "repository", "authors", "license"):
+        assert manifest.get(field), field
+    with open(os.path.join(root, "icon.svg"), encoding="utf-8") as handle:
+        svg = handle.read()
+    assert 'width="16"' in svg and 'height="16"' in svg and "currentColor" in svg
+    import re
+    colours = set(re.findall(r'(?:fill|stroke)="([^"]+)"', svg))
+    assert colours <= {"currentColor", "none"}
