@@ -37,6 +37,24 @@ def parse_args(argv: list[str]) -> Any:
 SUBCOMMANDS = ("chat", "setup")
 
 
+def _editor_args(argv: list[str]) -> Any:
+    """The options an editor passes, read without argparse; None for anything else."""
+    found = {"config": None, "profile": None}
+    index = 0
+    while index < len(argv):
+        item = argv[index]
+        if item == "--acp":
+            index += 1
+        elif item in ("--config", "--profile") and index + 1 < len(argv) and found[item[2:]] is None:
+            found[item[2:]] = argv[index + 1]
+            index += 2
+        else:
+            return None
+    if found["profile"] not in (None, "default", "full"):
+        return None  # argparse says what is wrong with it
+    return SimpleNamespace(check=False, **found)
+
+
 def split_subcommand(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
     """(global options, subcommand, its arguments): `bob-acp [--profile P] [--config F] setup …`,
     as a registry client runs a terminal sign-in (the agent's own command, then the method's args)."""
@@ -64,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         from bob_acp.setup import main as setup_main
 
         return setup_main(rest, agent_options=options)
-    # What editors run (`bob-acp`, `bob-acp --acp`) skips argparse: start-up time is the editor's.
-    fast = argv in ([], ["--acp"])
-    args = parse_args(argv) if not fast else SimpleNamespace(config=None, check=False, profile=None)
+    # What editors run (`bob-acp [--acp] [--profile P] [--config F]`) skips argparse: start-up time
+    # is the editor's.
+    args = _editor_args(argv) or parse_args(argv)
     from bob_acp import config as config_module
     from bob_acp.exceptions import ConfigError
 
