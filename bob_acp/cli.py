@@ -260,5 +260,10 @@ def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:
     names = ", ".join(catalog.skills) or "none"
     source = cfg.source or "defaults"
     log.info(f"bob {__version__} · model {model} · skills: {names} · config: {source}")
+    if cfg.tools.sandbox != "off":
+        from bob_acp import sandbox
+
+        line = sandbox.status(cfg)
+        (log.warning if "cannot be had" in (line or "") or "best-effort:" in (line or "") else log.info)(line)
     for warning in catalog.warnings:
         log.warning(f"skills: {warning}")

@@ -57,6 +57,8 @@ SCHEMA: dict[str, Any] = {
             "outputLimit": Key("int", 30000, minimum=256, maximum=16 * 1024 * 1024),
         },
         "maxReadBytes": Key("int", 262144, minimum=1, maximum=64 * 1024 * 1024),
+        "sandbox": Key("enum", "off", choices=("off", "workspace", "best-effort")),
+        "sandboxNetwork": Key("bool", False),
         "env": {
             "drop": Key("list[str]", ["*_API_KEY", "*_SECRET*", "*_TOKEN"]),
         },
@@ -80,7 +82,7 @@ SCHEMA: dict[str, Any] = {
         "auth": Key("bool", False),
     },
     "permissions": {
-        "mode": Key("enum", "ask", choices=("ask", "allow-edits", "allow-all")),
+        "mode": Key("enum", "ask", choices=("ask", "sandboxed", "allow-edits", "allow-all")),
         "allowAlways": Key("enum", "tool", choices=("tool", "command")),
     },
     "mcp": {
@@ -105,6 +107,7 @@ FULL_PROFILE: dict[str, Any] = {
     "acp.auth": True,
     "permissions.allowAlways": "command",
     "mcp.enabled": True,
+    "tools.sandbox": "workspace",
 }
 
 ENV_OVERRIDES = {
@@ -182,6 +185,9 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
     where = source or "<defaults>"
     if values["loop"]["stopAt"] <= values["loop"]["warnAt"]:
         raise ConfigError(f"config key 'loop.stopAt' in {where}: must be greater than loop.warnAt")
+    if values["permissions"]["mode"] == "sandboxed" and values["tools"]["sandbox"] == "off":
+        raise ConfigError(f"config key 'permissions.mode' in {where}: sandboxed needs tools.sandbox: workspace "
+                          "(or best-effort)")
     if values["acp"]["sessionHistory"] and not values["sessions"]["enabled"]:
         raise ConfigError(f"config key 'acp.sessionHistory' in {where}: needs sessions.enabled: true")
     if values["model"]["baseUrl"] is not None:

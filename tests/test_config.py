@@ -26,6 +26,7 @@ def test_defaults_are_the_documented_ones():
         "context": {"window": 128000, "threshold": 0.8, "keepLastTurns": 2},
         "sessions": {"enabled": False, "dir": ".bob/sessions"},
         "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144,
+                  "sandbox": "off", "sandboxNetwork": False,
                   "env": {"drop": ["*_API_KEY", "*_SECRET*", "*_TOKEN"]}},
         "loop": {"warnAt": 3, "stopAt": 5},
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},
@@ -147,8 +148,8 @@ def test_the_full_profile_switches_the_opt_ins_on_and_explicit_keys_win(tmp_path
     env = {"XDG_CONFIG_HOME": str(tmp_path / "none")}
     full = config.load(env=env, profile="full")
     assert (full.sessions.enabled, full.acp.sessionHistory, full.acp.configOptions, full.acp.auth,
-            full.permissions.allowAlways, full.mcp.enabled, full.acp.replayStatus) == (
-        True, True, True, True, "command", True, "recorded")
+            full.permissions.allowAlways, full.mcp.enabled, full.acp.replayStatus, full.tools.sandbox) == (
+        True, True, True, True, "command", True, "recorded", "workspace")
     path = write(tmp_path, "profile: full\nsessions: {enabled: false}\nmcp: {enabled: false}\n")
     mixed = config.load(path, env={})
     assert mixed.profile == "full" and mixed.sessions.enabled is False and mixed.acp.sessionHistory is False

@@ -10,11 +10,13 @@ from bob_acp.jsonrpc.errors import RpcError
 
 MODES = (
     ("ask", "Ask", "Ask before every tool call that touches the machine"),
+    ("sandboxed", "Sandboxed", "Run commands in the sandbox and edit this project's files without asking; "
+                               "anything else still asks"),
     ("allow-edits", "Allow edits", "Read and edit this project's files without asking (not .git or .bob); "
                                    "everything else still asks"),
     ("allow-all", "Allow all", "Run every tool call without asking"),
 )
-RANK = {mode: rank for rank, (mode, _, _) in enumerate(MODES)}  # how much less a mode asks
+RANK = {"ask": 0, "sandboxed": 1, "allow-edits": 1, "allow-all": 2}  # how much less a mode asks
 
 
 class Handlers:
@@ -25,6 +27,10 @@ class Handlers:
         model = self.server.cfg.model
         return [model.name] + [name for name in model.choices if name != model.name]
 
+    def modes(self) -> tuple:
+        """The approval modes this Bob offers (sandboxed only where a sandbox is configured)."""
+        return tuple(m for m in MODES if m[0] != "sandboxed" or self.server.cfg.tools.sandbox != "off")
+
     def options(self, session: Session) -> list[dict]:
         conv = session.conv
         return [
@@ -33,11 +39,11 @@ class Handlers:
              "options": [{"value": name, "name": name} for name in self.models()]},
             {"id": "mode", "name": "Approval mode", "category": "mode", "type": "select",
              "currentValue": conv.mode,
-             "options": [{"value": mode, "name": name, "description": text} for mode, name, text in MODES]},
+             "options": [{"value": mode, "name": name, "description": text} for mode, name, text in self.modes()]},
         ]
 
     def state(self, session: Session) -> dict:
-        return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode)}
+        return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode, self.modes())}
 
     def restore(self, session: Session, choices: dict) -> str | None:
         """The choices a session file kept (a model no longer offered falls back to model.name).
@@ -47,7 +53,7 @@ class Handlers:
         if choices.get("model") in self.models():
             session.conv.model = None if choices["model"] == self.server.cfg.model.name else choices["model"]
         saved = choices.get("mode")
-        if saved not in RANK:
+        if saved not in {mode for mode, _, _ in self.modes()}:
             return None
         configured = self.server.cfg.permissions.mode
         if RANK[saved] <= RANK[configured]:
@@ -84,8 +90,9 @@ class Handlers:
             self._changed(session, mode=False)
 
     def _set_mode(self, session: Session, value: Any, field: str) -> None:
-        if not isinstance(value, str) or value not in RANK:
-            raise RpcError.invalid_params(f"{field}: unknown mode {str(value)[:100]!r} (ask, allow-edits, allow-all)")
+        if not isinstance(value, str) or value not in {mode for mode, _, _ in self.modes()}:
+            offered = ", ".join(mode for mode, _, _ in self.modes())
+            raise RpcError.invalid_params(f"{field}: unknown mode {str(value)[:100]!r} ({offered})")
         if value != session.conv.mode:
             session.conv.mode = value
             self._changed(session, mode=True)
@@ -99,7 +106,7 @@ class Handlers:
         self.server.save(session)
 
 
-def modes_state(current: str) -> dict:
+def modes_state(current: str, offered: tuple = MODES) -> dict:
     """ACP's SessionModeState: the current approval mode and those there are."""
     return {"currentModeId": current,
-            "availableModes": [{"id": mode, "name": name, "description": text} for mode, name, text in MODES]}
+            "availableModes": [{"id": mode, "name": name, "description": text} for mode, name, text in offered]}

@@ -122,6 +122,9 @@ class AgentServer:
             session.cancel_all()
         if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
             tools.kill_all()
+        for session in held:
+            if session.conv.sandbox is not None:
+                session.conv.sandbox.remove_cache()
         if "bob_acp.mcp" in sys.modules:  # every server, those of sessions still opening too
             mcp_module.close_all()
 
@@ -233,10 +236,10 @@ class AgentServer:
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
         mcp = None
-        toolset: Any = tools.BUILTIN
+        toolset: Any = tools.for_config(self.cfg)
         if self.cfg.mcp.enabled and servers:
             mcp = mcp_module.start_servers(servers, cwd, self.cfg, self.env, self.log, sid)
-            toolset = mcp_module.SessionTools(tools.BUILTIN, mcp)
+            toolset = mcp_module.SessionTools(tools.for_config(self.cfg), mcp)
         conv = self.engine.new_conversation(cwd, catalog, stored, toolset)
         session = Session(sid, cwd, conv, catalog)
         session.mcp = mcp
@@ -248,7 +251,7 @@ class AgentServer:
         if self.cfg.acp.configOptions:
             result.update(self.part("selectors").state(session))
         elif session.conv.mode != "ask":
-            result["modes"] = selectors_module.modes_state(session.conv.mode)
+            result["modes"] = selectors_module.modes_state(session.conv.mode, self.part("selectors").modes())
         return result
 
     def tell(self, session: Session, line: str) -> None:
@@ -291,6 +294,8 @@ class AgentServer:
         if session.turns:
             self.draining[session.id] = session
         session.cancel_all()
+        if session.conv.sandbox is not None:
+            session.conv.sandbox.remove_cache()
         if session.conv.owner and "bob_acp.children" in sys.modules:
             # What its commands left running on purpose (bg-jobs, setsid) ends with the session.
             threading.Thread(target=children_module.end_orphans, args=(session.conv.owner,),

@@ -68,6 +68,8 @@ class TurnSink:
         if self._terminal(call):
             content = [p.terminal_content(call.ref)]
             meta = {"terminal_info": {"terminal_id": call.ref, "cwd": self.cwd}}
+        if call.sandboxed:  # (tools.sandbox) the client can say the command runs confined
+            meta = {**(meta or {}), "bob": {"sandboxed": True}}
         self._send(p.tool_call(call.ref, call.title, call.kind, call.arguments, locations(call),
                                content=content, meta=meta))
 

@@ -128,7 +128,9 @@ class Screen:
         self.calls[update["toolCallId"]] = dict(update)
         status = update.get("status", "pending")
         self._end_tail()
-        self.line(f"⏺ {visible.line(str(update.get('title', update['toolCallId'])))}", "cyan")
+        meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
+        boxed = " [sandboxed]" if isinstance(meta.get("bob"), dict) and meta["bob"].get("sandboxed") else ""
+        self.line(f"⏺ {visible.line(str(update.get('title', update['toolCallId'])))}{boxed}", "cyan")
         if status in ("completed", "failed"):  # a replayed call
             self._result(update, status)
 

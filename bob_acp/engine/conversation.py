@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from bob_acp import compress
 from bob_acp.tools import BUILTIN
@@ -25,6 +26,7 @@ class Conversation:
     mode: str = "ask"  # ask | allow-edits | allow-all (permissions.mode)
     cost: float = 0.0  # the session's cost so far, when model.price is configured
     owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
+    sandbox: Any = None  # bob_acp.sandbox.Sandbox of its commands (None: tools.sandbox off)
 
     def context_tokens(self) -> int:
         """The history's size as the next call will send it: the provider's last count plus an

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from bob_acp import compress, history, system_prompt
+from bob_acp import compress, history, sandbox, system_prompt
 from bob_acp.cancel import Cancel
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
@@ -98,6 +98,11 @@ class _Stream:
         self.sink.retrying(attempt, delay, why)
 
 
+def confined(conv: Conversation, call: Call) -> bool:
+    """Whether this call is a bash command that will run in the session's sandbox."""
+    return call.name == "bash" and conv.sandbox is not None and call.arguments.get("unconfined") is not True
+
+
 def new_owner() -> str:
     """A session's label for the processes its commands start (bob_acp.children reads it)."""
     return f"session-{uuid.uuid4().hex[:12]}"
@@ -129,8 +134,10 @@ class Engine:
         messages = [history.system(system_prompt.build(cwd, catalog, tools=tools.names()))]
         if stored:
             messages += [m for m in stored if m["role"] != "system"]
+        owner = new_owner()
         return Conversation(cwd=cwd, messages=messages, skills=catalog.skills, tools=tools,
-                            mode=self.cfg.permissions.mode, owner=new_owner())
+                            mode=self.cfg.permissions.mode, owner=owner,
+                            sandbox=sandbox.for_session(self.cfg, cwd, owner))
 
     def reset(self, conv: Conversation) -> list[dict]:
         """/new: the history back to its system prompt; returns the messages it held."""
@@ -245,7 +252,9 @@ class Engine:
                   times: int) -> None:
         if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
             raise Cancelled()
-        ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None)
+        ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
+                          sandbox=conv.sandbox)
+        call.sandboxed = confined(conv, call)
         if call.tool is not None and times < self.cfg.loop.warnAt:
             call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))
         sink.tool_pending(call)
@@ -261,6 +270,8 @@ class Engine:
         if not self._permitted(conv, call, sink, cancel):
             return self._finish(conv, call, sink, failed(REJECTED))
         sink.tool_running(call)
+        if call.name == "bash" and conv.sandbox is not None and not call.sandboxed and self.log is not None:
+            self.log.info(f"[acp] unconfined run (outside the sandbox): {call.title}")
         redact = self.redact
         ctx.live = LiveOutput(lambda tail, delta: sink.tool_output(call, redact(tail), redact(delta)),
                               self.cfg.tools.bash.outputLimit)
@@ -276,8 +287,10 @@ class Engine:
         tool = call.tool
         if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
             return True
-        if conv.mode == "allow-all" or (conv.mode == "allow-edits" and call.name in FILE_TOOLS
-                                         and tool.in_project(call.arguments, conv.cwd)):
+        if (conv.mode == "allow-all"
+                or (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
+                    and tool.in_project(call.arguments, conv.cwd))
+                or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox.refusal() is None)):
             if self.log is not None:
                 self.log.info(f"[acp] run without asking (permissions.mode {conv.mode}): {call.title}")
             return True

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from bob_acp.tools.base import Tool, ToolSet
-from bob_acp.tools.bash import BashTool, kill_all  # noqa: F401  (kill_all: shutdown)
+from bob_acp.tools.bash import BashTool, SandboxedBashTool, kill_all  # noqa: F401  (kill_all: shutdown)
 from bob_acp.tools.files import EditFileTool, ReadFileTool, WriteFileTool
 from bob_acp.tools.skill import ReadSkillTool
 
 BUILTIN = ToolSet((BashTool(), ReadFileTool(), WriteFileTool(), EditFileTool(), ReadSkillTool()))
+SANDBOXED = ToolSet((SandboxedBashTool(), *BUILTIN.tools[1:]))  # tools.sandbox on: bash may be run unconfined
 TOOLS: tuple[Tool, ...] = BUILTIN.tools
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})  # what permissions.mode allow-edits allows
+
+
+def for_config(cfg: object) -> ToolSet:
+    """The built-in tools as this config offers them."""
+    return SANDBOXED if cfg.tools.sandbox != "off" else BUILTIN
 
 
 def get(name: str) -> Tool | None:

@@ -31,6 +31,7 @@ class ToolResult:
     diff: Diff | None = None
     exit_code: int | None = None  # bash: the command's exit status
     signal: str | None = None  # bash: the signal that ended it (SIGKILL on timeout)
+    sandboxed: bool = False  # bash: it ran inside the sandbox (tools.sandbox)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class ToolContext:
     env: dict | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
     owner: str | None = None  # the session's label on the processes its commands start (bob_acp.children)
+    sandbox: Any = None  # bob_acp.sandbox.Sandbox: where bash runs confined (None: tools.sandbox off)
 
 
 class Tool:

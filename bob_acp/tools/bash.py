@@ -19,6 +19,7 @@ from bob_acp import children
 from bob_acp import log as bob_log
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
+from bob_acp.sandbox import looks_denied
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 
 log = bob_log.get("bob.tools")
@@ -33,6 +34,10 @@ QUEUE_CHUNKS = 64
 
 
 _BLANKS = re.compile(r"[ \t]+")
+UNCONFINED = " (unconfined)"
+SANDBOX_NOTE = ("\n[this command ran in the sandbox, which may have denied it: it can write only in the project "
+                "and temporary folders, and the network may be off. If it needs more, call bash again with "
+                "\"unconfined\": true; that asks the user.]")
 
 
 def grantable(command: str) -> bool:
@@ -119,7 +124,7 @@ class BashTool(Tool):
     }
 
     def title(self, args: dict) -> str:
-        return f"bash: {args.get('command', '')}"
+        return f"bash{UNCONFINED if args.get('unconfined') is True else ''}: {args.get('command', '')}"
 
     def grant(self, args: dict, cwd: str) -> str | None:
         """The command with runs of ASCII spaces and tabs made one space: what bash reads as the
@@ -129,7 +134,8 @@ class BashTool(Tool):
         command = args.get("command")
         if not isinstance(command, str) or not grantable(command):
             return None
-        return "bash: " + _BLANKS.sub(" ", command).strip(" ")
+        unconfined = UNCONFINED if args.get("unconfined") is True else ""
+        return f"bash{unconfined}: " + _BLANKS.sub(" ", command).strip(" ")
 
     def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         command = args.get("command")
@@ -142,11 +148,18 @@ class BashTool(Tool):
             return ToolResult("error: argument 'timeout' must be a positive number of seconds", failed=True)
         # Started and registered under one lock, so kill_all() (shutdown) never misses a command
         # that has just started; the cancel (set before kill_all) is checked once it is registered.
+        argv, env, sandbox = ["bash", "-c", command], ctx.env, None
+        if ctx.sandbox is not None and args.get("unconfined") is not True:
+            refusal = ctx.sandbox.refusal()
+            if refusal is not None:
+                return ToolResult(refusal, failed=True)
+            sandbox = ctx.sandbox
+            argv, env = sandbox.command(argv), sandbox.environment(env)
         label = ctx.owner or children.new_label("bash")
         with _live_lock:
             try:
                 proc = children.spawn(
-                    ["bash", "-c", command], label, env=ctx.env, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
+                    argv, label, env=env, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
                 )
             except OSError as exc:
@@ -155,7 +168,12 @@ class BashTool(Tool):
         try:
             if cancel.is_set():
                 raise Cancelled()
-            return _Watch(proc, ctx.config.tools.bash.outputLimit, float(timeout), cancel, ctx.live).run()
+            result = _Watch(proc, ctx.config.tools.bash.outputLimit, float(timeout), cancel, ctx.live).run()
+            if sandbox is not None:
+                result.sandboxed = True
+                if result.failed and looks_denied(result.output):
+                    result.output += SANDBOX_NOTE
+            return result
         finally:
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
             with _live_lock:
@@ -312,3 +330,22 @@ def _pump(stream, events: _Channel) -> None:
         events.put(("eof", None))
     finally:
         stream.close()
+
+
+class SandboxedBashTool(BashTool):
+    """bash where commands run in the sandbox (tools.sandbox): the model may ask to run one
+    unconfined, which always asks the user."""
+
+    description = BashTool.description + (
+        " Commands run in a sandbox: they can write only inside the project and temporary folders"
+        " (and may have no network). When a command fails because the sandbox denied it, you may run it"
+        " again with unconfined: true; the user is asked first.")
+    parameters = {
+        "type": "object",
+        "properties": {
+            **BashTool.parameters["properties"],
+            "unconfined": {"type": "boolean", "description": "Run outside the sandbox (asks the user)."},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
