@@ -178,8 +178,10 @@ def serve(cfg: Any, problem: str | None = None) -> int:
     wake_r, wake_w = os.pipe()
 
     def closed() -> None:
-        server.on_close()
-        _poke(wake_w)
+        try:
+            server.on_close()
+        finally:  # the main thread wakes whatever on_close did
+            _poke(wake_w)
 
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
                         on_close=closed, urgent=frozenset({"session/cancel"}))

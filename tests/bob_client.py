@@ -139,6 +139,16 @@ class Bob:
         assert update["params"]["update"]["sessionUpdate"] == "available_commands_update", update
         return sid
 
+    def prompt_until_running(self, sid: str, text: str) -> int:
+        """Send a prompt, allow its first tool call, and read until that call runs; the prompt's id."""
+        msg_id = self.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+        while True:
+            frame = self.read_frame()
+            if frame.get("method") == "session/request_permission":
+                self.send({"jsonrpc": "2.0", "id": frame["id"], "result": allow(frame)})
+            elif frame.get("method") == "session/update" and frame["params"]["update"].get("status") == "in_progress":
+                return msg_id
+
     def prompt(self, sid: str, text: str, answer: Callable[[dict], Any] | None = None,
                timeout: float | None = None) -> tuple[dict, list[dict]]:
         return self.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -124,3 +126,40 @@ def mcp_bob(spawn_bob, tmp_path):
             pass
         return bob, sid
     return start
+
+
+HTTP_KEY = "sk-e2e-fake-key-ABCDEF0123456789"
+MCP_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_server.py")
+
+
+@pytest.fixture
+def bob_http(spawn_bob, server):
+    def start(provider="openai", extra=None, **model):
+        base = server.url + ("/v1" if provider == "openai" else "")
+        env = {"OPENAI_API_KEY": HTTP_KEY} if provider == "openai" else {"ANTHROPIC_API_KEY": HTTP_KEY}
+        bob = spawn_bob({"model": {"provider": provider, "baseUrl": base, "retries": 1, **model},
+                         "log": {"level": "debug"}, **(extra or {})}, env=env)
+        bob.initialize()
+        return bob, bob.new_session()
+    return start
+
+
+@pytest.fixture
+def http_mcp(tmp_path):
+    procs = []
+
+    def start(*extra, env=None):
+        port_file = tmp_path / f"port{len(procs)}"
+        record = tmp_path / f"record{len(procs)}.jsonl"
+        proc = subprocess.Popen([sys.executable, MCP_SERVER, "--http", str(port_file), "--record", str(record),
+                                 *extra], env={**os.environ, **(env or {})})
+        procs.append(proc)
+        deadline = time.monotonic() + 10
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return f"http://127.0.0.1:{port_file.read_text()}", record
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(5)

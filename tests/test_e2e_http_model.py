@@ -10,18 +10,6 @@ pytestmark = pytest.mark.e2e
 KEY = "sk-e2e-fake-key-ABCDEF0123456789"
 
 
-@pytest.fixture
-def bob_http(spawn_bob, server):
-    def start(provider="openai", extra=None, **model):
-        base = server.url + ("/v1" if provider == "openai" else "")
-        env = {"OPENAI_API_KEY": KEY} if provider == "openai" else {"ANTHROPIC_API_KEY": KEY}
-        bob = spawn_bob({"model": {"provider": provider, "baseUrl": base, "retries": 1, **model},
-                         "log": {"level": "debug"}, **(extra or {})}, env=env)
-        bob.initialize()
-        return bob, bob.new_session()
-    return start
-
-
 def test_openai_turn_with_bash_write_edit_and_each_answer(bob_http, server, workdir):
     server.enqueue(
         server.openai_tool_call("bash", {"command": "echo hi"}, text="Checking. ", call_id="c1", usage=500),
@@ -95,13 +83,7 @@ def test_cancel_during_a_silent_stream_and_history_after_it(bob_http, server):
 def test_cancel_during_a_tool_leaves_every_call_answered(bob_http, server):
     server.enqueue(server.openai_tool_call("bash", {"command": "sleep 30"}, call_id="slow1"), server.openai_text("ok"))
     bob, sid = bob_http()
-    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-    while True:
-        frame = bob.read_frame()
-        if frame.get("method") == "session/request_permission":
-            bob.send({"jsonrpc": "2.0", "id": frame["id"], "result": allow(frame)})
-        elif frame.get("method") == "session/update" and frame["params"]["update"].get("status") == "in_progress":
-            break
+    msg_id = bob.prompt_until_running(sid, "go")
     bob.notify("session/cancel", {"sessionId": sid})
     assert bob.wait_response(msg_id, timeout=5)[0]["result"] == {"stopReason": "cancelled"}
     bob.prompt(sid, "again")

@@ -88,13 +88,7 @@ def test_a_cancel_between_two_calls_answers_both_for_the_next_request(spawn_bob,
                     env={"OPENAI_API_KEY": "sk-integrity-0123456789"})
     bob.initialize()
     sid = bob.new_session()
-    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
-    while True:
-        frame = bob.read_frame()
-        if frame.get("method") == "session/request_permission":
-            bob.send({"jsonrpc": "2.0", "id": frame["id"], "result": allow(frame)})
-        elif frame.get("method") == "session/update" and frame["params"]["update"].get("status") == "in_progress":
-            break
+    msg_id = bob.prompt_until_running(sid, "go")
     bob.notify("session/cancel", {"sessionId": sid})
     assert bob.wait_response(msg_id)[0]["result"] == {"stopReason": "cancelled"}
     response, frames = bob.prompt(sid, "again")

@@ -5,29 +5,15 @@ end and errors say what happened."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 from bob_client import allow, message_text, updates
 from fake_model import Response, _sse
-from test_e2e_mcp import SERVER, stdio
+from test_e2e_mcp import stdio
 
 pytestmark = pytest.mark.e2e
 KEY = "sk-faults-key-0123456789abcdef"
-
-
-@pytest.fixture
-def bob_model(spawn_bob, server):
-    def start(provider="openai", extra=None, **model):
-        base = server.url + ("/v1" if provider == "openai" else "")
-        env = {"OPENAI_API_KEY": KEY} if provider == "openai" else {"ANTHROPIC_API_KEY": KEY}
-        bob = spawn_bob({"model": {"provider": provider, "baseUrl": base, "retries": 0, **model}, **(extra or {})},
-                        env=env)
-        bob.initialize()
-        return bob, bob.new_session()
-    return start
 
 
 def summary_requests(server):
@@ -37,9 +23,9 @@ def summary_requests(server):
 
 # ---- 1. numbers from the model are sane before Bob acts on them -----------------------------------------
 
-def test_an_absurd_prompt_count_neither_compresses_nor_costs(bob_model, server, workdir):
+def test_an_absurd_prompt_count_neither_compresses_nor_costs(bob_http, server, workdir):
     server.enqueue(server.openai_text("first", usage=9223372036854775807), server.openai_text("second"))
-    bob, sid = bob_model(extra={"sessions": {"enabled": True}}, price={"input": 3.0, "output": 15.0})
+    bob, sid = bob_http(extra={"sessions": {"enabled": True}}, price={"input": 3.0, "output": 15.0})
     _, frames = bob.prompt(sid, "one")
     usage = updates(frames, "usage_update")[-1]
     assert usage["used"] < 1000 and usage["cost"]["amount"] < 0.01
@@ -50,22 +36,22 @@ def test_an_absurd_prompt_count_neither_compresses_nor_costs(bob_model, server, 
     bob.wait_stderr("reported a prompt of 9223372036854775807 tokens")
 
 
-def test_a_count_no_double_can_hold_does_not_fail_a_streamed_answer(bob_model, server):
+def test_a_count_no_double_can_hold_does_not_fail_a_streamed_answer(bob_http, server):
     server.enqueue(Response(events=[
         _sse({"choices": [{"index": 0, "delta": {"content": "the answer"}}]}),
         _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
         _sse('{"choices": [], "usage": {"prompt_tokens": 1e400, "completion_tokens": 1e400}}'),
         _sse("[DONE]")]))
-    bob, sid = bob_model()
+    bob, sid = bob_http()
     response, frames = bob.prompt(sid, "go")
     assert response["result"]["stopReason"] == "end_turn" and message_text(frames) == "the answer"
 
 
-def test_a_failing_compression_is_tried_at_most_twice_a_turn_and_said_once(bob_model, server):
+def test_a_failing_compression_is_tried_at_most_twice_a_turn_and_said_once(bob_http, server):
     calls = [server.openai_tool_call("bash", {"command": f"echo {n}"}, call_id=f"c{n}") for n in range(5)]
     # context.window 256 with threshold 0.01: every model call of the turn wants to compress.
     server.enqueue(server.openai_text("earlier turn"))
-    bob, sid = bob_model(extra={"context": {"window": 256, "threshold": 0.01, "keepLastTurns": 1},
+    bob, sid = bob_http(extra={"context": {"window": 256, "threshold": 0.01, "keepLastTurns": 1},
                                 "permissions": {"mode": "allow-all"}})
     bob.prompt(sid, "an earlier turn")
     for n, call in enumerate(calls):
@@ -83,20 +69,20 @@ def test_a_failing_compression_is_tried_at_most_twice_a_turn_and_said_once(bob_m
 
 # ---- 2. reasoning never breaks a turn or a session -------------------------------------------------------
 
-def test_a_malformed_reasoning_piece_is_dropped(bob_model, server):
+def test_a_malformed_reasoning_piece_is_dropped(bob_http, server):
     server.enqueue(Response(events=[
         _sse({"choices": [{"index": 0, "delta": {"reasoning_content": "thinking it over"}}]}),
         _sse({"choices": [{"index": 0, "delta": {"reasoning_content": 5}}]}),
         _sse({"choices": [{"index": 0, "delta": {"content": "the reply"}, "finish_reason": "stop"}]}),
         _sse("[DONE]")]))
-    bob, sid = bob_model()
+    bob, sid = bob_http()
     response, frames = bob.prompt(sid, "go")
     assert response["result"]["stopReason"] == "end_turn" and message_text(frames) == "the reply"
     assert [u["content"]["text"] for u in updates(frames, "agent_thought_chunk")] == ["thinking it over"]
     bob.wait_stderr("a reasoning piece was dropped")
 
 
-def test_unsigned_thinking_is_shown_and_never_sent_back(bob_model, server):
+def test_unsigned_thinking_is_shown_and_never_sent_back(bob_http, server):
     start = {"type": "message_start", "message": {"usage": {"input_tokens": 10}}}
     server.enqueue(server.anthropic_events(
         start,
@@ -112,7 +98,7 @@ def test_unsigned_thinking_is_shown_and_never_sent_back(bob_model, server):
         {"type": "content_block_stop", "index": 2},
         {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
         {"type": "message_stop"}), server.anthropic_text("done"), server.anthropic_text("again"))
-    bob, sid = bob_model("anthropic", thinking=2048)
+    bob, sid = bob_http("anthropic", thinking=2048)
     _, frames = bob.prompt(sid, "go", answer=allow)
     assert "hmm" in "".join(u["content"]["text"] for u in updates(frames, "agent_thought_chunk"))
     bob.prompt(sid, "more")
@@ -125,9 +111,9 @@ def test_unsigned_thinking_is_shown_and_never_sent_back(bob_model, server):
 
 # ---- 3. a cancel is answered at once, whatever Bob is waiting on -------------------------------------------
 
-def test_a_cancel_before_the_model_servers_headers_is_answered_at_once(bob_model, server):
+def test_a_cancel_before_the_model_servers_headers_is_answered_at_once(bob_http, server):
     server.enqueue(Response(silent=30, events=[_sse("[DONE]")]))
-    bob, sid = bob_model(timeout=40)
+    bob, sid = bob_http(timeout=40)
     msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
     while len(server.requests) < 1:
         time.sleep(0.02)
@@ -138,29 +124,8 @@ def test_a_cancel_before_the_model_servers_headers_is_answered_at_once(bob_model
     assert time.monotonic() - started < 5  # not the 30 s the server stays silent (speed: scripts/bench.py)
 
 
-@pytest.fixture
-def http_mcp_server(tmp_path):
-    procs = []
-
-    def start(*extra, env=None):
-        port_file = tmp_path / f"port{len(procs)}"
-        import os
-        proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file), *extra],
-                                env={**os.environ, **(env or {})})
-        procs.append(proc)
-        deadline = time.monotonic() + 10
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{port_file.read_text()}"
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(5)
-
-
-def test_a_cancel_during_an_http_mcp_call_without_headers_is_answered_at_once(mcp_bob, http_mcp_server):
-    base = http_mcp_server()
+def test_a_cancel_during_an_http_mcp_call_without_headers_is_answered_at_once(mcp_bob, http_mcp):
+    base, _ = http_mcp()
     server = {"type": "http", "name": "web", "url": base + "/silent", "headers": []}
     bob, sid = mcp_bob([{"replies": [{"tool_calls": [{"name": "mcp__web__echo", "arguments": {"message": "x"}}]},
                                      {"text": "after"}]}], [server], permissions={"mode": "allow-all"},
@@ -199,10 +164,10 @@ def test_a_tool_list_refresh_ends_at_a_cancel_and_within_mcp_timeout(mcp_bob):
 # ---- 4. a model's end and errors say what happened ---------------------------------------------------------
 
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_a_reply_cut_by_the_token_limit_says_max_tokens_and_stays(bob_model, server, provider):
+def test_a_reply_cut_by_the_token_limit_says_max_tokens_and_stays(bob_http, server, provider):
     cut = server.openai_cut("half an ans") if provider == "openai" else server.anthropic_cut("half an ans")
     server.enqueue(cut, server.openai_text("next") if provider == "openai" else server.anthropic_text("next"))
-    bob, sid = bob_model(provider)
+    bob, sid = bob_http(provider)
     response, frames = bob.prompt(sid, "go")
     assert response["result"]["stopReason"] == "max_tokens" and message_text(frames) == "half an ans"
     bob.prompt(sid, "go on")
@@ -210,13 +175,13 @@ def test_a_reply_cut_by_the_token_limit_says_max_tokens_and_stays(bob_model, ser
     assert "half an ans" in sent
 
 
-def test_a_cut_tool_call_does_not_run(bob_model, server, workdir):
+def test_a_cut_tool_call_does_not_run(bob_http, server, workdir):
     server.enqueue(Response(events=[
         _sse({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
                                                                  "function": {"name": "write_file",
                                                                               "arguments": '{"path": "x.txt", "con'}}]}}]}),
         _sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}), _sse("[DONE]")]))
-    bob, sid = bob_model()
+    bob, sid = bob_http()
     response, frames = bob.prompt(sid, "go", answer=allow)
     assert response["result"]["stopReason"] == "max_tokens" and updates(frames, "tool_call") == []
     assert not (workdir / "x.txt").exists()
@@ -234,10 +199,10 @@ def test_a_404_names_the_url_that_was_requested(spawn_bob, server):
     assert "hidden-query-token" not in json.dumps(bob.frames) + bob.stderr()
 
 
-def test_a_server_that_dies_mid_reply_is_said_in_words(bob_model, server):
+def test_a_server_that_dies_mid_reply_is_said_in_words(bob_http, server):
     server.enqueue(Response(events=[_sse({"choices": [{"index": 0, "delta": {"content": "partial"}}]})],
                             then="short"))
-    bob, sid = bob_model()
+    bob, sid = bob_http()
     response, frames = bob.prompt(sid, "go")
     assert response["error"]["data"]["error"] == (
         "model API stream broken: the model server closed the connection in the middle of its reply")

@@ -7,8 +7,6 @@ import io
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pexpect
@@ -16,7 +14,7 @@ import pytest
 import yaml
 from bob_client import allow, allow_always, bob_command, message_text, updates
 from procs import wait_gone, wait_present
-from test_e2e_mcp import SERVER, calls, marker, stdio
+from test_e2e_mcp import calls, marker, stdio
 
 pytestmark = pytest.mark.e2e
 
@@ -142,26 +140,6 @@ def test_tools_past_the_cap_are_left_out_with_one_line(mcp_bob, monkeypatch):
 
 
 # ---- 5. HTTP servers are bounded and stay where they were configured ----------------------------------
-
-@pytest.fixture
-def http_mcp(tmp_path):
-    procs = []
-
-    def start(*extra):
-        port_file = tmp_path / f"port{len(procs)}"
-        record = tmp_path / f"record{len(procs)}.jsonl"
-        proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file), "--record", str(record), *extra])
-        procs.append(proc)
-        deadline = time.monotonic() + 10
-        while not port_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{port_file.read_text()}", record
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(5)
-
 
 def test_a_redirect_is_not_followed(mcp_bob, http_mcp):
     base, record = http_mcp()
