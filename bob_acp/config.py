@@ -89,6 +89,9 @@ SCHEMA: dict[str, Any] = {
         "enabled": Key("bool", False),
         "timeout": Key("number", 30, minimum=0.001, maximum=86400),
     },
+    "chat": {
+        "mcpServers": Key("list[object]", []),  # MCP servers `bob-acp chat` gives its sessions (ACP's shape)
+    },
     "log": {
         "level": Key("enum", "info", choices=("debug", "info", "warning", "error")),
         "format": Key("enum", "console", choices=("console", "json")),
@@ -341,6 +344,9 @@ def _check(spec: Key, value: Any, dotted: str, source: str, base_dir: str) -> An
     elif spec.kind == "list[str]":
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise fail("must be a list of strings")
+    elif spec.kind == "list[object]":
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise fail("must be a list of mappings")
     if spec.minimum is not None and value < spec.minimum:
         raise fail(f"must be at least {spec.minimum:g}")
     if spec.maximum is not None and value > spec.maximum:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
 
+import pexpect
 import pytest
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bob_client import Bob  # noqa: E402
+from bob_client import Bob, bob_command  # noqa: E402
+from chat_helpers import write_config as write_chat_config  # noqa: E402
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "PYTHONPATH")
 
@@ -163,3 +166,26 @@ def http_mcp(tmp_path):
     for proc in procs:
         proc.terminate()
         proc.wait(5)
+
+
+@pytest.fixture
+def chat(bob_env, tmp_path, workdir):
+    started = []
+
+    def spawn(args, script=None, config=None, env=None, cwd=None, command=None):
+        write_chat_config(tmp_path, script, config)
+        # As in a person's terminal: buffered output. (PYTHONUNBUFFERED makes Python print the
+        # prompt before readline reads, so keys pexpect sends at once can be lost: a race no hand wins.)
+        child_env = {k: v for k, v in {**bob_env, "TERM": "xterm", **(env or {})}.items() if k != "PYTHONUNBUFFERED"}
+        # Ctrl-C as a person's terminal delivers it, however pytest was started (a background job
+        # of a non-interactive shell inherits SIGINT ignored, and so would the chat).
+        child = pexpect.spawn((command or bob_command())[0], (command or bob_command())[1:] + ["chat"] + args,
+                              cwd=str(cwd or workdir), env=child_env, encoding="utf-8", timeout=20,
+                              dimensions=(50, 200), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        started.append(child)
+        return child
+
+    yield spawn
+    for child in started:
+        if child.isalive():
+            child.terminate(force=True)

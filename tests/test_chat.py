@@ -6,50 +6,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
 import pexpect
 import pytest
-import yaml
 from bob_client import bob_command
+from chat_helpers import write_config  # noqa: F401  (tests of other files use it from here)
 
 pytestmark = pytest.mark.e2e
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ANSI = "\x1b["
-
-
-@pytest.fixture
-def chat(bob_env, tmp_path, workdir):
-    started = []
-
-    def spawn(args, script=None, config=None, env=None, cwd=None, command=None):
-        write_config(tmp_path, script, config)
-        # As in a person's terminal: buffered output. (PYTHONUNBUFFERED makes Python print the
-        # prompt before readline reads, so keys pexpect sends at once can be lost: a race no hand wins.)
-        child_env = {k: v for k, v in {**bob_env, "TERM": "xterm", **(env or {})}.items() if k != "PYTHONUNBUFFERED"}
-        # Ctrl-C as a person's terminal delivers it, however pytest was started (a background job
-        # of a non-interactive shell inherits SIGINT ignored, and so would the chat).
-        child = pexpect.spawn((command or bob_command())[0], (command or bob_command())[1:] + ["chat"] + args,
-                              cwd=str(cwd or workdir), env=child_env, encoding="utf-8", timeout=20,
-                              dimensions=(50, 200), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-        started.append(child)
-        return child
-
-    yield spawn
-    for child in started:
-        if child.isalive():
-            child.terminate(force=True)
-
-
-def write_config(tmp_path, script=None, config=None):
-    cfg = dict(config or {})
-    if script is not None:
-        path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump(script))
-        cfg.setdefault("model", {}).update({"provider": "script", "script": str(path)})
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
 
 
 def piped(args, bob_env, workdir, timeout=30, **kw):
@@ -98,7 +65,7 @@ def test_the_demo_from_a_clone_root_with_a_normal_install(tmp_path, bob_env):
                           encoding="utf-8", timeout=30, dimensions=(50, 200))
     try:
         for _ in range(3):  # bash, write_file, edit_file; then bash is allowed always
-            child.expect(r"\[n\]o: ")
+            child.expect(r"\[n\]o, and what to do instead: ")
             child.sendline("a")
         child.expect("Hello, world!")
         child.expect("See the README")
@@ -123,14 +90,14 @@ def test_demo_shows_a_whole_turn(chat):
 
 def test_permission_answers_y_a_n_with_the_proposed_change_first(chat, workdir):
     child = chat(["do the work"], TOOLS)
-    child.expect(r"Allow bash: echo from-bash\?")
+    child.expect(r"Allow bash\?\x1b\[0m\r\n    echo from-bash\r\n")
     child.sendline("y")
     child.expect("from-bash")
     child.expect(r"\+one")  # the proposed change, before the question
-    child.expect(r"Allow write_file: a.txt\?")
+    child.expect(r"Allow write_file\?\x1b\[0m\r\n    a.txt\r\n")
     child.sendline("a")  # always, for write_file: b.txt is not asked
     child.expect(r"\+two")
-    child.expect(r"Allow edit_file: a.txt\?")
+    child.expect(r"Allow edit_file\?\x1b\[0m\r\n    a.txt\r\n")
     child.sendline("n")
     child.expect(r"edit_file: a.txt.*\[rejected\]")
     child.expect("Finished.")
@@ -212,7 +179,7 @@ def test_ctrl_c_at_a_permission_question_cancels_the_turn(chat, workdir):
     child = chat([], TOOLS)
     child.expect("you> ")
     child.sendline("ask first")
-    child.expect(r"Allow bash: touch asked\?")
+    child.expect(r"Allow bash\?\x1b\[0m\r\n    touch asked\r\n")
     child.sendintr()
     child.expect(r"\(cancelled\)")
     child.expect("you> ")
@@ -280,7 +247,7 @@ def test_live_output_thoughts_usage_and_the_spinner(chat):
     child = chat([], TOOLS)
     child.expect("you> ")
     child.sendline("live")
-    child.expect(r"\[n\]o: ")
+    child.expect(r"\[n\]o, and what to do instead: ")
     child.sendline("y")
     child.expect(r"│ step 1")  # the rolling tail while the command runs
     child.expect(r"│ step 2")

@@ -35,6 +35,7 @@ def test_defaults_are_the_documented_ones():
         "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed", "auth": False},
         "permissions": {"mode": "ask", "allowAlways": "tool"},
         "mcp": {"enabled": False, "timeout": 30},
+        "chat": {"mcpServers": []},
         "log": {"level": "info", "format": "console", "file": None},
     }
 

@@ -50,7 +50,7 @@ def test_the_chat_shows_the_command_that_will_run_and_no_escape_reaches_the_term
     seen = io.StringIO()
     child.logfile_read = seen
     try:
-        child.expect(r"Allow bash: touch PWNED; : ␛\[2K\^M…\? Allow bash: ls -la\?")
+        child.expect(r"Allow bash\?(\x1b\[0m)?\r\n    touch PWNED; : ␛\[2K\^M…\? Allow bash: ls -la\r\n")
         child.sendline("y")
         child.expect(r"\[y\]es once")
         child.sendline("y")

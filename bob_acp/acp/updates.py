@@ -91,6 +91,8 @@ class TurnSink:
         finally:
             unsubscribe()
         choice = chosen_option(outcome, {o["optionId"] for o in options})
+        if choice == p.REJECT:
+            call.reason = rejection_reason(outcome)
         if _cancelled_outcome(outcome):
             # A client answers "cancelled" once it has cancelled the turn (ACP): its session/cancel
             # is on the way (it goes through the dispatcher, the answer does not). A rejection
@@ -129,6 +131,18 @@ def _cancelled_outcome(outcome: Outcome) -> bool:
     result = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
     selected = result.get("outcome")
     return isinstance(selected, dict) and selected.get("outcome") == "cancelled"
+
+
+def rejection_reason(outcome: Outcome) -> str:
+    """What the user said to do instead, with a rejection (`_meta.bob.reason` of the answer, as
+    `bob-acp chat` sends it): one line, bounded; "" when none."""
+    from bob_acp.jsonrpc.codec import clean
+
+    result = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
+    meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+    bob = meta.get("bob") if isinstance(meta.get("bob"), dict) else {}
+    reason = bob.get("reason")
+    return " ".join(clean(reason).split())[:500] if isinstance(reason, str) else ""
 
 
 def chosen_option(outcome: Outcome, offered: set[str]) -> str:

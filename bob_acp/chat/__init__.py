@@ -23,7 +23,12 @@ import time
 from bob_acp.chat import visible
 from bob_acp.chat.agent import Agent, agent_command
 from bob_acp.chat.ask import Asker, Prompter
+from bob_acp.chat.choices import Choices
 from bob_acp.chat.render import Screen, use_colour
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 SPIN_EVERY = 0.1
@@ -43,6 +48,10 @@ class ChatError(Exception):
     """Something the person is told in one line; the chat ends with status 1."""
 
 
+class Said(Exception):
+    """Something the person is told in one line; the chat goes on."""
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bob-acp chat", description="Talk to Bob in the terminal over ACP.")
     parser.add_argument("prompt", nargs="?", help="run this one prompt and exit")
@@ -51,7 +60,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     answers.add_argument("--no", action="store_true", help="reject every tool call without asking")
     parser.add_argument("--json", action="store_true",
                         help="print the agent's frames as NDJSON on stdout, nothing else (questions go to the terminal)")
-    parser.add_argument("--load", metavar="ID", help="resume a saved session (needs sessions.enabled)")
+    parser.add_argument("--load", metavar="ID", help="go on with a saved session (needs sessions.enabled)")
+    parser.add_argument("--resume", action="store_true", help="pick a saved session of this folder to go on with")
+    parser.add_argument("--continue", dest="latest", action="store_true", help="go on with this folder's latest session")
+    parser.add_argument("--model", metavar="NAME", help="the model for this run (as BOB_MODEL)")
+    parser.add_argument("--profile", choices=("default", "full"), help="the agent's profile (full: history, pickers, …)")
     parser.add_argument("--demo", action="store_true", help="play the shipped demo script in a temporary folder")
     parser.add_argument("--cwd", default=None, help="the session's working directory (default: here)")
     parser.add_argument("--config", metavar="PATH", help="configuration file for the agent")
@@ -71,6 +84,12 @@ class Chat:
         self.failed = False
         self._last_message = None
         self.last_interrupt = 0.0  # when a Ctrl-C last cancelled a turn
+        self.mcp_servers: list[dict] = []  # chat.mcpServers of Bob's config
+        self.choices = Choices(self)
+
+    @staticmethod
+    def error(message: str) -> Said:
+        return Said(message)
 
     def call(self, method: str, params: dict) -> dict:
         """A request whose answer arrives with updates and permission requests in between.
@@ -100,7 +119,9 @@ class Chat:
     def _handle(self, frame: dict | None, msg_id: int) -> tuple[dict | None, bool]:
         """(the response, when this frame is it; whether the person cancelled at a question)."""
         if frame is None:
-            raise ChatError("bob-acp ended unexpectedly")
+            words = [visible.line(line) for line in self.agent.last_words()]
+            said = ("; it said: " + " / ".join(words)) if words else ""
+            raise ChatError(f"bob-acp ended unexpectedly{said}")
         if "_bad_line" in frame:
             self.screen.line(f"[not a frame: {frame['_bad_line']!r}]", "red")
         elif frame.get("method") == "session/update":
@@ -176,7 +197,7 @@ class Chat:
                 self.screen.write(self.screen.diff(*change))
         if not self.asker.can_ask:
             self.screen.line(f"  rejected {title}: there is no terminal to ask on (--yes allows every call)", "yellow")
-        choice = self.asker.ask(title, scope, self.screen.paint)
+        choice, reason = self.asker.ask(title, scope, self.screen.paint)
         if self.asker.yes:
             self.screen.line(f"  allowed (--yes): {title}", "dim")
         if choice == "cancelled":  # as ACP has it: the turn's cancel, then the pending question answered
@@ -184,23 +205,32 @@ class Chat:
             self.agent.answer(frame["id"], {"outcome": {"outcome": "cancelled"}})
             return True
         kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once"}[choice]
-        self.agent.answer(frame["id"], {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}})
+        result: dict = {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}}
+        if choice == "reject" and reason:  # what to do instead: Bob gives it to the model with the rejection
+            result["_meta"] = {"bob": {"reason": reason}}
+        self.agent.answer(frame["id"], result)
         return False
 
-    def start(self, load: str | None) -> None:
+    def start(self, load: str | None, resume: bool = False, latest: bool = False) -> None:
         init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {},
                                         "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
         _result(init, "bob-acp did not start")
+        if resume or latest:
+            try:
+                load = self.choices.pick(latest)
+            except Said as exc:
+                raise ChatError(str(exc)) from None
         if load:
             self.screen.line(f"Loaded session {load}:", "bold")
-            response = self.call("session/load", {"sessionId": load, "cwd": self.cwd, "mcpServers": []})
+            response = self.call("session/load", {"sessionId": load, "cwd": self.cwd, "mcpServers": self.mcp_servers})
             self.screen.end_stream()
             result = _result(response, f"cannot load session {load}")
             self.session_id = load
         else:
-            result = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": []}),
+            result = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": self.mcp_servers}),
                              f"cannot open a session in {self.cwd}")
             self.session_id = result["sessionId"]
+        self.choices.take(result)
         modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
         self.show_mode(modes.get("currentModeId"))
 
@@ -227,7 +257,8 @@ class Chat:
         return stop
 
     def help_text(self) -> str:
-        lines = ["commands of this chat: /help (this list), /quit (leave)", "commands of the agent:"]
+        lines = ["commands of this chat: /help (this list), /sessions (the saved ones here), /model [NAME], "
+                 "/mode [MODE] (show or change), /quit (leave)", "commands of the agent:"]
         lines += [f"  /{visible.line(str(c.get('name', ''))):<16} {visible.line(str(c.get('description', '')))}"
                   for c in self.commands]
         return "\n".join(lines + [KEYS])
@@ -281,9 +312,16 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
     demo_dir, config = None, args.config
     if args.demo:
         demo_dir, config, cwd = _demo(env)
+        # A demo ended by a signal still removes its folder (the finally below runs on SystemExit).
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
+    if args.model:
+        env["BOB_MODEL"] = args.model  # the agent reads it as model.name, for this run only
+    options = list(agent_options or []) + (["--profile", args.profile] if args.profile else [])
     screen = Screen(sys.stdout, use_colour(sys.stdout, env) and not args.json, cwd, quiet=args.json)
-    agent = Agent(agent_command(config, agent_options), env, sys.stdout if args.json else None)
+    agent = Agent(agent_command(config, options), env, sys.stdout if args.json else None)
     chat = Chat(agent, screen, asker, cwd)
+    chat.mcp_servers = chat_servers(config, env)
     try:
         return _run(chat, args, Prompter(env))
     except (Quit, KeyboardInterrupt):  # (a Ctrl-C between two steps of the chat is a quit too)
@@ -311,15 +349,16 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
 
 
 def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
-    chat.start(args.load)
+    chat.start(args.load, args.resume, args.latest)
     screen = chat.screen
     if args.demo or args.prompt is not None:
         if args.demo:
-            screen.line(f"Demo: a scripted model, working in {chat.cwd}", "dim")
+            screen.line(f"Demo: a scripted model, working in {chat.cwd}. Bob asks before it runs a command or "
+                        "writes a file: answer y (yes once) or a (always).", "dim")
         stop = chat.turn(args.prompt or "Show me what you can do.")
         return EXIT_OK if stop == "end_turn" else EXIT_CANCELLED if stop == "cancelled" else EXIT_FAILED
-    screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}). /help lists the commands; "
-                "/quit or Ctrl-D leaves.", "dim")
+    screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(args, chat.agent.env)}. /help lists the "
+                "commands; /quit or Ctrl-D leaves.", "dim")
     try:
         return _loop(chat, prompter)
     finally:
@@ -331,7 +370,7 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
     armed = False  # a first Ctrl-C at the prompt: a second one quits
     while True:
         try:
-            text = prompter.read(screen.paint("you> ", "bold"))
+            text = prompter.read(screen.prompt("you> ", "bold"))
         except EOFError:
             screen.line("")
             return EXIT_OK
@@ -352,7 +391,46 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
             chat.drain()
             screen.line(chat.help_text())
             continue
+        word, _, rest = command.partition(" ")
+        if word in ("/sessions", "/model", "/mode"):
+            chat.drain()
+            try:
+                if word == "/sessions":
+                    chat.choices.show_sessions()
+                else:
+                    chat.choices.show_or_set(word[1:], rest.strip())
+            except Said as exc:
+                screen.line(str(exc), "yellow")
+            continue
         chat.turn(text)
+
+
+def _config(path: str | None, env: dict | None = None) -> Any:
+    """Bob's config as the agent reads it (the same code), or None when it cannot be used (the
+    agent says why, at the first prompt)."""
+    from bob_acp import config as config_module
+    from bob_acp.exceptions import ConfigError
+
+    try:
+        return config_module.load(path, env=env)
+    except ConfigError:
+        return None
+
+
+def chat_servers(path: str | None, env: dict) -> list[dict]:
+    """The MCP servers Bob's config gives the chat's sessions (chat.mcpServers)."""
+    cfg = _config(path, env)
+    return list(cfg.chat.mcpServers) if cfg is not None else []
+
+
+def model_words(args: argparse.Namespace, env: dict | None = None) -> str:
+    """The model the agent will use, as its config and environment say."""
+    cfg = _config(args.config, env)
+    if cfg is None:
+        return ""  # the agent says what is wrong at the first prompt
+    model = cfg.model
+    where = f" at {model.baseUrl}" if model.baseUrl else ""
+    return f" · model {visible.line(model.provider)}/{visible.line(model.name)}{visible.line(where)}"
 
 
 def _no_more_interrupts() -> None:

@@ -41,6 +41,7 @@ class Agent:
         # for the agent. If this client dies, the agent sees EOF on stdin and exits.
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_out,
                                      env=env, start_new_session=True)
+        self.env = env
         self.events: queue.Queue = queue.Queue()
         self.raw = raw
         self._ids = itertools.count(1)
@@ -79,6 +80,16 @@ class Agent:
 
     def answer(self, request_id: "Any", result: dict) -> None:
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def last_words(self, count: int = 3) -> list[str]:
+        """The last lines the agent wrote to its stderr: why it ended, when it ended early."""
+        try:
+            with open(self.log_path, "rb") as handle:
+                handle.seek(max(0, os.path.getsize(self.log_path) - 8192))
+                lines = handle.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
+        return [line.strip() for line in lines if line.strip()][-count:]
 
     def new_log_lines(self) -> list[str]:
         """Lines the agent logged since the last call (the chat shows retries from them)."""

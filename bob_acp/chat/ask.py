@@ -35,10 +35,8 @@ class Prompter:
                 readline = None
             self._readline = readline
             if readline is not None:
-                try:
-                    readline.read_history_file(self._history)
-                except OSError:
-                    pass
+                for entry in load_history(self._history):
+                    readline.add_history(entry)
                 readline.set_history_length(HISTORY_LINES)
 
     def read(self, prompt: str) -> str:
@@ -51,17 +49,59 @@ class Prompter:
         if self._readline is not None and len(lines) > 1:  # the history keeps the prompt, not its pieces
             for _ in range(len(lines)):
                 self._readline.remove_history_item(self._readline.get_current_history_length() - 1)
-            self._readline.add_history(text.replace("\n", " "))
+            self._readline.add_history(text)  # newlines and all: recalled, it is the prompt that was sent
         return text
 
     def save(self) -> None:
         if self._readline is None:
             return
+        readline = self._readline
+        entries = [readline.get_history_item(i) for i in range(1, readline.get_current_history_length() + 1)]
+        save_history(self._history, [e for e in entries if e][-HISTORY_LINES:])
+
+
+def _wrapped(text: str, width: int, indent: str, keep_end: bool = False) -> str:
+    """`text` wrapped between words to `width` columns, each line indented."""
+    import textwrap
+
+    lines = textwrap.wrap(text, width=width - 1, initial_indent=indent, subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False) or [indent]
+    joined = "\n".join(lines)
+    return joined + " " if keep_end and text.endswith(" ") else joined
+
+
+def load_history(path: str) -> list[str]:
+    """The chat's history: one JSON string a line (a multi-line prompt stays one entry); a line
+    that is not JSON (a history from before 0.13, readline's own format) is taken as it is."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines[-HISTORY_LINES:]:
         try:
-            os.makedirs(os.path.dirname(self._history), exist_ok=True)
-            self._readline.write_history_file(self._history)
-        except OSError:
-            pass
+            entry = json.loads(line)
+        except ValueError:
+            entry = line
+        if isinstance(entry, str) and entry:
+            entries.append(entry)
+    return entries
+
+
+def save_history(path: str, entries: list[str]) -> None:
+    import json
+
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temp = f"{path}.{os.getpid()}.tmp"
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries))
+        os.replace(temp, path)
+    except OSError:
+        pass
 
 
 def _more_waiting() -> bool:
@@ -91,31 +131,58 @@ class Asker:
     def can_ask(self) -> bool:
         return self.yes or self.no or self.tty_in is not None
 
-    def ask(self, title: str, scope: str | None, paint) -> str:
-        """allow | allow_always | reject | cancelled (Ctrl-C: the turn is to be cancelled).
-        `scope`: what "always" would cover; None when the agent offers no "always"."""
+    def ask(self, title: str, scope: str | None, paint) -> tuple[str, str]:
+        """(allow | allow_always | reject | cancelled, the reason given with a "no"). Ctrl-C:
+        the turn is to be cancelled. `scope`: what "always" would cover; None when the agent
+        offers no "always". The question names the tool, the command or path goes on its own
+        line, and both wrap between words at the terminal's width."""
         if self.yes:
-            return "allow"
+            return "allow", ""
         if self.no or self.tty_in is None:
-            return "reject"
+            return "reject", ""
+        tool, _, target = title.partition(": ")
+        width = self._width()
+        always = "" if scope is None else f" / [a]lways ({scope})"
+        choices = f"[y]es once{always} / [n]o, and what to do instead: "
+        question = paint(f"? Allow {tool}?", "yellow") + "\n"
+        if target:
+            question += _wrapped(target, width, "    ") + "\n"
         try:
             while True:
-                always = "" if scope is None else f" / [a]lways ({scope})"
-                self.tty_out.write(paint(f"? Allow {title}?", "yellow") + f"  [y]es once{always} / [n]o: ")
+                self.tty_out.write(question + _wrapped(choices, width, "  ", keep_end=True))
                 self.tty_out.flush()
                 line = self._read_line()  # the terminal itself, in its plain line mode
                 if not line:
-                    return "reject"  # Ctrl-D
-                answer = line.strip().lower()
-                if answer in ("y", "yes"):
-                    return "allow"
-                if answer in ("a", "always") and scope is not None:
-                    return "allow_always"
-                if answer in ("n", "no"):
-                    return "reject"
+                    return "reject", ""  # Ctrl-D
+                answer = line.strip()
+                word, _, rest = answer.partition(" ")
+                if word.lower() in ("y", "yes") and not rest:
+                    return "allow", ""
+                if word.lower() in ("a", "always") and not rest and scope is not None:
+                    return "allow_always", ""
+                if word.lower().rstrip(",:") in ("n", "no"):
+                    return "reject", rest.strip()
         except KeyboardInterrupt:  # wherever it lands, a Ctrl-C here cancels the turn
             self.tty_out.write("\n")
-            return "cancelled"
+            return "cancelled", ""
+
+    def line(self, question: str) -> str:
+        """One answer typed on the terminal ("" without one)."""
+        if self.tty_in is None:
+            return ""
+        self.tty_out.write(question)
+        self.tty_out.flush()
+        try:
+            return self._read_line().strip()
+        except KeyboardInterrupt:
+            self.tty_out.write("\n")
+            return ""
+
+    def _width(self) -> int:
+        try:
+            return max(20, os.get_terminal_size(self.tty_out.fileno()).columns)
+        except (OSError, ValueError, AttributeError):
+            return 80
 
     def _read_line(self) -> str:
         """A line from the terminal; a Ctrl-C raises KeyboardInterrupt even when it came just

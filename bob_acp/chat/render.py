@@ -56,6 +56,14 @@ class Screen:
         codes = ";".join(self.STYLES[s] for s in styles)
         return f"\x1b[{codes}m{text}\x1b[0m"
 
+    def prompt(self, text: str, *styles: str) -> str:
+        """A prompt for readline: its escapes between \\001 and \\002, which readline then does not
+        count as columns (without them it redraws a recalled line off by their width)."""
+        if not self.colour or not styles:
+            return text
+        codes = ";".join(self.STYLES[s] for s in styles)
+        return f"\x01\x1b[{codes}m\x02{text}\x01\x1b[0m\x02"
+
     # ---- raw output -------------------------------------------------------------------------
 
     def write(self, text: str) -> None:
@@ -104,6 +112,8 @@ class Screen:
         elif kind == "agent_thought_chunk":
             if self._streaming == "text":
                 self.end_stream()
+            if self._streaming != "thought" and not self.colour:
+                self.write(("" if self.at_line_start else "\n") + "(thinking) ")  # dim alone says nothing here
             self._streaming = "thought"
             self.write(self.paint(visible.body(_text_of(update)), "dim"))
         elif kind == "user_message_chunk":
@@ -168,7 +178,7 @@ class Screen:
     def _result(self, call: dict, status: str) -> None:
         mark = self.paint("✓", "green") if status == "completed" else self.paint("✗", "red")
         raw = (call.get("rawOutput") or {}).get("output")
-        rejected = raw == "[command rejected by the user]"
+        rejected = raw == "[command rejected by the user]" or str(raw).startswith("[rejected by the user: ")
         label = "rejected" if rejected else status
         self.line(f"  {mark} {visible.line(str(call.get('title', '')))}  {self.paint('[' + label + ']', 'dim')}")
         for item in call.get("content") or []:

@@ -24,6 +24,7 @@ class Call:
     grant: str | None = ""  # what allow_always remembers for this call; None: it cannot be remembered
     preview: Diff | None = None  # the change it would make, shown before approval
     sandboxed: bool = False  # bash that will run in the sandbox (said to the client in _meta)
+    reason: str = ""  # what the user said to do instead, with a rejection
 
 
 def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, cwd: str, per_command: bool) -> Call:

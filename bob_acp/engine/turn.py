@@ -268,7 +268,8 @@ class Engine:
             note = f"[not run: this exact call was made {times} times in a row; it would give the same result. Try a different approach.]"
             return self._finish(conv, call, sink, failed(note))
         if not self._permitted(conv, call, sink, cancel):
-            return self._finish(conv, call, sink, failed(REJECTED))
+            rejected = f"[rejected by the user: {call.reason}]" if call.reason else REJECTED
+            return self._finish(conv, call, sink, failed(rejected))
         sink.tool_running(call)
         if call.name == "bash" and conv.sandbox is not None and not call.sandboxed and self.log is not None:
             self.log.info(f"[acp] unconfined run (outside the sandbox): {call.title}")

@@ -1,0 +1,14 @@
+"""Writing the config and script `bob-acp chat` tests start Bob with."""
+
+from __future__ import annotations
+
+import yaml
+
+
+def write_config(tmp_path, script=None, config=None):
+    cfg = dict(config or {})
+    if script is not None:
+        path = tmp_path / "script.yaml"
+        path.write_text(yaml.safe_dump(script))
+        cfg.setdefault("model", {}).update({"provider": "script", "script": str(path)})
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
