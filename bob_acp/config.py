@@ -59,6 +59,7 @@ SCHEMA: dict[str, Any] = {
         "maxReadBytes": Key("int", 262144, minimum=1, maximum=64 * 1024 * 1024),
         "sandbox": Key("enum", "off", choices=("off", "workspace", "best-effort")),
         "sandboxNetwork": Key("bool", False),
+        "plan": Key("bool", False),  # the update_plan tool (the editor shows the plan)
         "env": {
             "drop": Key("list[str]", ["*_API_KEY", "*_SECRET*", "*_TOKEN"]),
         },
@@ -80,6 +81,7 @@ SCHEMA: dict[str, Any] = {
         "configOptions": Key("bool", False),
         "replayStatus": Key("enum", "completed", choices=("completed", "recorded")),
         "auth": Key("bool", False),
+        "embeddedContext": Key("bool", False),  # resource blocks in prompts (an editor's @-mention with content)
     },
     "permissions": {
         "mode": Key("enum", "ask", choices=("ask", "sandboxed", "allow-edits", "allow-all")),
@@ -111,6 +113,8 @@ FULL_PROFILE: dict[str, Any] = {
     "permissions.allowAlways": "command",
     "mcp.enabled": True,
     "tools.sandbox": "workspace",
+    "tools.plan": True,
+    "acp.embeddedContext": True,
 }
 
 ENV_OVERRIDES = {

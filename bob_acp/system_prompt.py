@@ -34,6 +34,7 @@ How you work:
 - Be brief in your answers: say what you did and what you found, not what you are about to do."""
 
 BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "read_skill")
+PLAN_TOOL = "update_plan"  # (with tools.plan)
 _platform = f"{platform.system()} {platform.release()}"
 _cache: dict[str, tuple[tuple, str]] = {}
 _cache_lock = threading.Lock()
@@ -62,7 +63,11 @@ def build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime | None = N
 def _build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime, tools: list[str] | tuple[str, ...],
            agents: list[tuple[str, str]]) -> str:
     parts = [INSTRUCTIONS, _environment(cwd, now)]
-    more = [name for name in tools if name not in BUILTIN_TOOLS]
+    more = [name for name in tools if name not in BUILTIN_TOOLS and name != PLAN_TOOL]
+    if PLAN_TOOL in tools:
+        parts.append("For work of several steps, set a plan with update_plan first (the user sees it as a "
+                     "checklist), and keep it current as you go: mark each step in_progress when you start it and "
+                     "completed when it is done. A one-step request needs no plan.")
     if more:
         parts.append("More tools, from the editor's MCP servers (each asks the user first): " + ", ".join(more))
     catalogue = skills.catalogue_text(catalog)

@@ -178,3 +178,59 @@ def test_the_registry_manifest_names_this_version_and_the_full_profile():
     import re
     colours = set(re.findall(r'(?:fill|stroke)="([^"]+)"', svg))
     assert colours <= {"currentColor", "none"}
+
+
+# ---- issue 28 in part: embedded context, audio refused, a plan the editor shows ---------------------
+
+def test_embedded_context_reaches_the_model_and_audio_is_refused(spawn_bob, server, workdir):
+    from bob_client import updates  # noqa: F401
+    server.enqueue(server.openai_text("seen"))
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 0}, "acp": {"embeddedContext": True}},
+                    env={"OPENAI_API_KEY": "sk-embedded-0123456789"})
+    init = bob.initialize()
+    assert init["agentCapabilities"]["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
+    sid = bob.new_session()
+    blocks = [{"type": "text", "text": "explain"},
+              {"type": "resource", "resource": {"uri": "file:///home/me/my%20app/main.py#L2-L3",
+                                                "text": "unsaved = True\n", "mimeType": "text/x-python"}},
+              {"type": "resource", "resource": {"uri": "file:///home/me/logo.png", "blob": "aGVsbG8=",
+                                                "mimeType": "image/png"}}]
+    response, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": blocks})
+    assert response["result"]["stopReason"] == "end_turn"
+    sent = server.requests[-1]["body"]["messages"][-1]["content"]
+    assert "[attached resource: /home/me/my app/main.py (lines 2-3)]\nunsaved = True\n" in sent
+    assert "[attached resource: /home/me/logo.png (image/png, about 5 bytes), not shown]" in sent
+    refused, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": [
+        {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}]})
+    assert refused["error"]["code"] == -32602 and "audio" in refused["error"]["message"]
+    plain = spawn_bob({})
+    assert plain.initialize()["agentCapabilities"]["promptCapabilities"]["embeddedContext"] is False
+
+
+def test_the_plan_tool_sends_the_plan_and_a_load_shows_it_again(spawn_bob, tmp_path, workdir):
+    from bob_client import updates
+    entries = [{"content": "read the code", "priority": "high", "status": "completed"},
+               {"content": "fix the bug", "priority": "medium", "status": "in_progress"}]
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": [{"replies": [
+        {"tool_calls": [{"name": "update_plan", "arguments": {"entries": entries}}]}, {"text": "planned"}]}]}))
+    config = {"model": {"provider": "script", "script": str(script)}, "tools": {"plan": True},
+              "sessions": {"enabled": True}}
+    bob = spawn_bob(config)
+    bob.initialize()
+    sid = bob.new_session()
+    response, frames = bob.prompt(sid, "fix it")  # no question: a plan touches nothing
+    assert response["result"]["stopReason"] == "end_turn"
+    assert not [f for f in frames if f.get("method") == "session/request_permission"]
+    assert updates(frames, "plan") == [{"sessionUpdate": "plan", "entries": entries}]
+    assert updates(frames, "tool_call")[0]["kind"] == "think"
+    bob.close()
+    again = spawn_bob(config)
+    again.initialize()
+    _, frames = again.call("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    assert updates(frames, "plan")[-1]["entries"] == entries
+    default = spawn_bob({"model": {"provider": "script", "script": str(script)}})
+    default.initialize()
+    sid = default.new_session()
+    _, frames = default.prompt(sid, "fix it")
+    assert updates(frames, "plan") == []  # without tools.plan the model has no such tool

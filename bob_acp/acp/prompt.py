@@ -14,8 +14,10 @@ _MENTION = re.compile(r'(?<![\w@])@(?:"([^"\n]+)"|(\S+))')
 _TRAILING = ".,;:!?)]}'\""
 
 
-def flatten(blocks: list) -> str:
-    """Text blocks concatenated; a resource_link becomes an attached-file line; others ignored.
+def flatten(blocks: list, embedded: bool = False, cap: int = 262144) -> str:
+    """Text blocks concatenated; a resource_link becomes an attached-file line; with `embedded`
+    (acp.embeddedContext), a resource block is given with its URI and its text (within `cap`
+    bytes, saying what was cut) or, for a blob, its URI, type and size; others ignored.
     Two texts are joined as they are when either side of the join is white space (an editor
     that splits `fix `, a mention and ` please`), and with a newline otherwise, so the end of
     one block and the start of the next never make one word."""
@@ -31,7 +33,29 @@ def flatten(blocks: list) -> str:
             parts.append(text)
         elif kind == "resource_link" and isinstance(block.get("uri"), str):
             parts.append(f"\n[attached file: {link_text(block['uri'])}]")
+        elif kind == "resource" and embedded and isinstance(block.get("resource"), dict):
+            parts.append(embedded_text(block["resource"], cap))
     return "".join(parts)
+
+
+def embedded_text(resource: dict, cap: int) -> str:
+    """An embedded resource as the model reads it (how Zed sends an @-mentioned file or a
+    selection, unsaved edits included)."""
+    uri = resource.get("uri") if isinstance(resource.get("uri"), str) else "(no URI)"
+    where = clean(link_text(uri))
+    text = resource.get("text")
+    if isinstance(text, str):
+        data = text.encode("utf-8", "surrogatepass")
+        note = ""
+        if len(data) > cap:
+            text = data[:cap].decode("utf-8", "ignore")
+            note = f"\n[cut at {cap} bytes of {len(data)}; read the rest with read_file or bash]"
+        body = clean(text)
+        return f"\n[attached resource: {where}]\n{body}{'' if body.endswith(chr(10)) else chr(10)}{note}"
+    blob = resource.get("blob") if isinstance(resource.get("blob"), str) else ""
+    size = len(blob) * 3 // 4 - blob[-2:].count("=")
+    kind = resource.get("mimeType") if isinstance(resource.get("mimeType"), str) else "unknown type"
+    return f"\n[attached resource: {where} ({clean(kind)}, about {max(size, 0)} bytes), not shown]"
 
 
 _LINES = re.compile(r"L(\d+)(?:[:-]L?(\d+))?")

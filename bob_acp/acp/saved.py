@@ -51,6 +51,7 @@ class Handlers:
         sid, cwd, servers, held = prepared or self.prepare_load(params)
         session, folder, notice = self._take_over(sid, cwd, servers, held)
         replayed = self._replay(session)
+        self.send_plan(session)
         if notice:
             self.server.tell(session, notice)
         self.server.send_commands(session)
@@ -65,6 +66,7 @@ class Handlers:
         self.server.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
 
         def after() -> None:
+            self.send_plan(session)
             if notice:
                 self.server.tell(session, notice)
             self.server.send_commands(session)  # the slash menu of a resumed session too
@@ -100,6 +102,14 @@ class Handlers:
             held.mcp.close()
         self.cwds.add(cwd)
         return session, store.folder, notice
+
+    def send_plan(self, session: Session) -> None:
+        """The session's last plan (tools.plan), so the editor shows it again after a load or resume."""
+        if not self.server.cfg.tools.plan:
+            return
+        entries = last_plan(session.conv.messages)
+        if entries is not None:
+            self.server.update(session.id, {"sessionUpdate": "plan", "entries": entries})
 
     def _release(self, held: Session | None) -> None:
         if held is not None:
@@ -167,6 +177,21 @@ class Handlers:
             server.drop(held)
         server.log.info(f"[acp] session {sid}: {'deleted' if found or held else 'delete: no such session, nothing to do'}")
         return {}
+
+
+def last_plan(messages: list[dict]) -> list[dict] | None:
+    """The entries of the last update_plan call that was run (None: no plan was set)."""
+    from bob_acp.tools.plan import NAME, plan_entries
+
+    results = {m["tool_call_id"]: m for m in messages if m["role"] == "tool"}
+    for message in reversed(messages):
+        for call in reversed(message.get("tool_calls", ())) if message["role"] == "assistant" else ():
+            result = results.get(call["id"])
+            if call["name"] == NAME and result is not None and not result.get("failed"):
+                entries = plan_entries(call["arguments"])
+                if isinstance(entries, list):
+                    return entries
+    return None
 
 
 def _info(item: Any) -> dict:

@@ -52,6 +52,12 @@ class Handlers:
         session = server.session(params)
         if not isinstance(params.get("prompt"), list):
             raise RpcError.invalid_params("prompt: must be an array of content blocks")
+        if server.cfg.acp.embeddedContext:  # (with the opt-in prompt capabilities, what is not taken is said)
+            for index, block in enumerate(params["prompt"]):
+                kind = block.get("type") if isinstance(block, dict) else None
+                if kind == "audio":
+                    raise RpcError.invalid_params(f"prompt[{index}]: audio blocks are not supported by this agent "
+                                                  "(promptCapabilities.audio is false)")
         with server.sessions_lock:
             if session.loading:
                 raise RpcError.invalid_request(f"session {session.id} is being loaded; prompt once session/load "
@@ -88,7 +94,7 @@ class Handlers:
 
     def _run(self, session: Session, blocks: list, turn: Turn) -> Any:
         server = self.server
-        text = prompts.flatten(blocks)
+        text = prompts.flatten(blocks, server.cfg.acp.embeddedContext, server.cfg.tools.maxReadBytes)
         command = text.strip()
         sink = TurnSink(server, session, turn.cancel)
         if command == "/new":

@@ -103,6 +103,9 @@ class TurnSink:
                                  f"{str(outcome.error or 'no answer')[:200]}")
         return choice
 
+    def plan(self, entries: list[dict]) -> None:
+        self._send({"sessionUpdate": "plan", "entries": entries})
+
     def tool_running(self, call: Any) -> None:
         self._send(p.tool_call_update(call.ref, "in_progress"))
 

@@ -52,6 +52,7 @@ class Sink(Protocol):
     def tool_running(self, call: Call) -> None: ...
     def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
     def tool_finished(self, call: Call, result: ToolResult) -> None: ...
+    def plan(self, entries: list[dict]) -> None: ...
     def usage(self, used: int, size: int, cost: float | None) -> None: ...
 
 
@@ -311,6 +312,8 @@ class Engine:
             diff.new_text = self.redact(diff.new_text)
         conv.messages.append(result_message(conv.messages, call, result.output, result.failed))
         sink.tool_finished(call, result)
+        if result.plan is not None:
+            sink.plan(result.plan)
 
     def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel, tries: "_CompressionTries") -> None:
         window, threshold = self.cfg.context.window, self.cfg.context.threshold

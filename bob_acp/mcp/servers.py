@@ -20,7 +20,7 @@ ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MAX_NAME = 64  # the longest tool name model APIs take
 MAX_PAGES = 100  # tools/list pages followed before the list is taken as it is
 MAX_TOOLS = 128  # tools offered to the model in all, built-in ones included: OpenAI's chat API takes no more
-BUILTIN_NAMES = ("bash", "read_file", "write_file", "edit_file", "read_skill")
+BUILTIN_NAMES = ("bash", "read_file", "write_file", "edit_file", "read_skill", "update_plan")
 
 
 class McpServer:

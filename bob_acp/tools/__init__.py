@@ -5,7 +5,12 @@ from __future__ import annotations
 from bob_acp.tools.base import Tool, ToolSet
 from bob_acp.tools.bash import BashTool, SandboxedBashTool, kill_all  # noqa: F401  (kill_all: shutdown)
 from bob_acp.tools.files import EditFileTool, ReadFileTool, WriteFileTool
+from bob_acp.tools.plan import PlanTool
 from bob_acp.tools.skill import ReadSkillTool
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 BUILTIN = ToolSet((BashTool(), ReadFileTool(), WriteFileTool(), EditFileTool(), ReadSkillTool()))
 SANDBOXED = ToolSet((SandboxedBashTool(), *BUILTIN.tools[1:]))  # tools.sandbox on: bash may be run unconfined
@@ -13,13 +18,17 @@ TOOLS: tuple[Tool, ...] = BUILTIN.tools
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})  # what permissions.mode allow-edits allows
 
 
-def for_config(cfg: object) -> ToolSet:
-    """The built-in tools as this config offers them."""
-    return SANDBOXED if cfg.tools.sandbox != "off" else BUILTIN
+def for_config(cfg: Any) -> ToolSet:
+    """The built-in tools as this config offers them (the plan tool with tools.plan)."""
+    chosen = SANDBOXED if cfg.tools.sandbox != "off" else BUILTIN
+    return chosen.plus([PLAN]) if cfg.tools.plan else chosen
+
+
+PLAN = PlanTool()
 
 
 def get(name: str) -> Tool | None:
-    return BUILTIN.get(name)
+    return BUILTIN.get(name) or (PLAN if name == PLAN.name else None)
 
 
 def specs() -> list[dict]:

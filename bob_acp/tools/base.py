@@ -32,6 +32,7 @@ class ToolResult:
     exit_code: int | None = None  # bash: the command's exit status
     signal: str | None = None  # bash: the signal that ended it (SIGKILL on timeout)
     sandboxed: bool = False  # bash: it ran inside the sandbox (tools.sandbox)
+    plan: list | None = None  # update_plan: the whole plan, for the client (ACP PlanEntry objects)
 
 
 @dataclass
