@@ -73,6 +73,7 @@ def transcript(messages: list[dict]) -> str:
         if role == "user":
             label = "Earlier summary" if message.get("summary") else "User"
             lines.append(f"{label}: {history.summary_text(message) if message.get('summary') else message['content']}")
+            lines += [history.image_line(image) for image in message.get("images", ())]  # described, not summarised
         elif role == "assistant":
             if message["content"]:
                 lines.append(f"Bob: {message['content']}")

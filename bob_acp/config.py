@@ -82,6 +82,7 @@ SCHEMA: dict[str, Any] = {
         "replayStatus": Key("enum", "completed", choices=("completed", "recorded")),
         "auth": Key("bool", False),
         "embeddedContext": Key("bool", False),  # resource blocks in prompts (an editor's @-mention with content)
+        "images": Key("bool", False),  # image blocks in prompts, given to the model
     },
     "permissions": {
         "mode": Key("enum", "ask", choices=("ask", "sandboxed", "allow-edits", "allow-all")),
@@ -115,6 +116,7 @@ FULL_PROFILE: dict[str, Any] = {
     "tools.sandbox": "workspace",
     "tools.plan": True,
     "acp.embeddedContext": True,
+    "acp.images": True,
 }
 
 ENV_OVERRIDES = {

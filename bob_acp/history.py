@@ -3,8 +3,8 @@
 This is the one format the engine, the providers, compression and the session files share:
 
     {"role": "system", "content": str}
-    {"role": "user", "content": str, "typed": str?}           # typed: what the user wrote, when
-                                                             # Bob rewrote it (`/skill` → `$skill`)
+    {"role": "user", "content": str, "typed": str?,           # typed: what the user wrote, when
+     "images": [{"mimeType": str, "data": base64}]?}        #   Bob rewrote it; images: acp.images
     {"role": "user", "content": str, "summary": True}        # a compression summary
     {"role": "assistant", "content": str,
      "tool_calls": [{"id": str, "ref": "call_7", "name": str, "arguments": dict}],
@@ -32,11 +32,19 @@ def system(content: str) -> dict:
     return {"role": "system", "content": content}
 
 
-def user(content: str, typed: str | None = None) -> dict:
-    message = {"role": "user", "content": content}
+def user(content: str, typed: str | None = None, images: list[dict] | None = None) -> dict:
+    message: dict = {"role": "user", "content": content}
     if typed is not None and typed != content:
         message["typed"] = typed
+    if images:
+        message["images"] = images
     return message
+
+
+def image_line(image: dict) -> str:
+    """An image in a line, where its bytes are not wanted (a compression transcript)."""
+    data = image.get("data", "")
+    return f"[image: {image.get('mimeType', '?')}, about {len(data) * 3 // 4} bytes]"
 
 
 def summary(content: str) -> dict:

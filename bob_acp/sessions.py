@@ -109,13 +109,14 @@ class ListedSession:
 
 @dataclass
 class ReplayItem:
-    kind: str  # user | agent | tool
+    kind: str  # user | image | agent | tool
     text: str = ""
     ref: str = ""
     name: str = ""
     arguments: dict | None = None
     output: str | None = None  # None: no result was recorded
     failed: bool = False  # the recorded result was a rejection or a cancel
+    image: dict | None = None  # kind image: {mimeType, data} of a user's image
 
 
 def _now() -> str:
@@ -367,6 +368,10 @@ def message_problem(message: Any) -> str | None:
         return "content must be a string"
     if "typed" in message and not isinstance(message["typed"], str):
         return "typed must be a string"
+    if "images" in message and (not isinstance(message["images"], list) or not all(
+            isinstance(i, dict) and isinstance(i.get("mimeType"), str) and isinstance(i.get("data"), str)
+            for i in message["images"])):
+        return "images must be a list of {mimeType, data}"
     for flag in ("failed", "unanswered"):
         if flag in message and not isinstance(message[flag], bool):
             return f"{flag} must be true or false"
@@ -402,6 +407,7 @@ def replay_items(messages: list[dict]) -> list[ReplayItem]:
                 items.append(ReplayItem("agent", "🗜️ " + history.summary_text(message)))
             else:  # what the user typed (`/greetings Ada`), not what the model was sent
                 items.append(ReplayItem("user", message.get("typed") or message["content"]))
+                items += [ReplayItem("image", image=image) for image in message.get("images", ())]
         elif role == "assistant":
             if message["content"]:
                 items.append(ReplayItem("agent", message["content"]))

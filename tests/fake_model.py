@@ -37,6 +37,9 @@ def history_problem(path: str, body) -> str | None:
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
     messages = body["messages"]
+    problem = _image_problem(path, messages)
+    if problem:
+        return problem
     if path.rstrip("/").endswith("/messages"):  # Anthropic: tool_use answered in the next user message
         for index, message in enumerate(messages):
             content = message.get("content") if isinstance(message, dict) else None
@@ -74,6 +77,28 @@ def history_problem(path: str, body) -> str | None:
             pending = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
     if pending:
         return f"the last assistant message's tool calls have no results: {sorted(pending)}"
+    return None
+
+
+def _image_problem(path: str, messages: list):
+    """Image parts of the shape each API takes (OpenAI: image_url with a data URI; Anthropic: an
+    image block with a base64 source), or the 400 the API would answer."""
+    anthropic = path.rstrip("/").endswith("/messages")
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if anthropic and kind == "image":
+                source = part.get("source") or {}
+                if source.get("type") != "base64" or source.get("media_type") not in (
+                        "image/png", "image/jpeg", "image/gif", "image/webp") or not isinstance(source.get("data"), str):
+                    return f"messages.{index}: an image block needs a base64 source with a media_type"
+            elif not anthropic and kind == "image_url":
+                url = (part.get("image_url") or {}).get("url", "")
+                if not (isinstance(url, str) and url.startswith("data:image/") and ";base64," in url):
+                    return f"messages[{index}]: image_url must be a data URI"
+            elif not anthropic and kind not in ("text", "image_url"):
+                return f"messages[{index}]: unknown content part type {kind!r}"
     return None
 
 

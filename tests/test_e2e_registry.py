@@ -234,3 +234,51 @@ def test_the_plan_tool_sends_the_plan_and_a_load_shows_it_again(spawn_bob, tmp_p
     sid = default.new_session()
     _, frames = default.prompt(sid, "fix it")
     assert updates(frames, "plan") == []  # without tools.plan the model has no such tool
+
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_an_image_reaches_the_model_as_its_api_takes_it_and_a_load_shows_it(spawn_bob, server, workdir, provider):
+    from bob_client import updates
+    reply = server.openai_text if provider == "openai" else server.anthropic_text
+    server.enqueue(reply("a red dot"), reply("still a dot"))
+    base = server.url + ("/v1" if provider == "openai" else "")
+    config = {"model": {"provider": provider, "baseUrl": base, "retries": 0}, "acp": {"images": True},
+              "sessions": {"enabled": True}}
+    env = {"OPENAI_API_KEY": "sk-image-0123456789", "ANTHROPIC_API_KEY": "sk-image-0123456789"}
+    bob = spawn_bob(config, env=env)
+    assert bob.initialize()["agentCapabilities"]["promptCapabilities"]["image"] is True
+    sid = bob.new_session()
+    blocks = [{"type": "text", "text": "what is this?"}, {"type": "image", "mimeType": "image/png", "data": PNG}]
+    response, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": blocks})
+    assert response["result"]["stopReason"] == "end_turn" and server.refused == []
+    sent = json.dumps(server.requests[-1]["body"])
+    assert (f"data:image/png;base64,{PNG}" if provider == "openai" else '"media_type": "image/png"') in sent
+    for bad, words in (({"mimeType": "image/tiff", "data": PNG}, "mimeType must be one of"),
+                       ({"mimeType": "image/png", "data": "not base64!"}, "not valid base64"),
+                       ({"mimeType": "image/png", "data": "A" * (3 << 20)}, "larger than 2 MiB")):
+        refused, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "image", **bad}]})
+        assert refused["error"]["code"] == -32602 and words in refused["error"]["message"]
+    saved = (workdir / ".bob" / "sessions" / f"{sid}.json").read_text()
+    assert saved.count(PNG) == 1  # kept once
+    bob.close()
+    again = spawn_bob(config, env=env)
+    again.initialize()
+    _, frames = again.call("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    images = [u["content"] for u in updates(frames, "user_message_chunk") if u["content"]["type"] == "image"]
+    assert images == [{"type": "image", "mimeType": "image/png", "data": PNG}]
+    response, _ = again.prompt(sid, "and now?")  # the history with its image is sent again, well formed
+    assert response["result"]["stopReason"] == "end_turn" and server.refused == []
+
+
+def test_without_the_key_an_image_block_is_ignored_as_before(spawn_bob, server):
+    server.enqueue(server.openai_text("fine"))
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 0}}, env={"OPENAI_API_KEY": "sk-x-0123456789"})
+    assert bob.initialize()["agentCapabilities"]["promptCapabilities"]["image"] is False
+    sid = bob.new_session()
+    response, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": [
+        {"type": "text", "text": "hi"}, {"type": "image", "mimeType": "image/tiff", "data": "??"}]})
+    assert response["result"]["stopReason"] == "end_turn"
+    assert server.requests[-1]["body"]["messages"][-1] == {"role": "user", "content": "hi"}

@@ -14,6 +14,35 @@ _MENTION = re.compile(r'(?<![\w@])@(?:"([^"\n]+)"|(\S+))')
 _TRAILING = ".,;:!?)]}'\""
 
 
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+MAX_IMAGE_BYTES = 2 * 1024 * 1024  # decoded; its base64 (and a replay of it) stays within a frame
+
+
+def image_problem(block: dict) -> str | None:
+    """Why an image block cannot be given to the model, or None."""
+    import base64
+    import binascii
+
+    kind, data = block.get("mimeType"), block.get("data")
+    if kind not in IMAGE_TYPES:
+        return f"mimeType must be one of {', '.join(IMAGE_TYPES)}, got {str(kind)[:60]!r}"
+    if not isinstance(data, str) or not data:
+        return "data must be the image in base64"
+    if len(data) * 3 // 4 > MAX_IMAGE_BYTES + 3:
+        return f"the image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB"
+    try:
+        base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return "data is not valid base64"
+    return None
+
+
+def images(blocks: list) -> list[dict]:
+    """The prompt's image blocks, as the history keeps them ({mimeType, data}; checked already)."""
+    return [{"mimeType": b["mimeType"], "data": b["data"]} for b in blocks
+            if isinstance(b, dict) and b.get("type") == "image"]
+
+
 def flatten(blocks: list, embedded: bool = False, cap: int = 262144) -> str:
     """Text blocks concatenated; a resource_link becomes an attached-file line; with `embedded`
     (acp.embeddedContext), a resource block is given with its URI and its text (within `cap`

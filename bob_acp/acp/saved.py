@@ -204,6 +204,9 @@ def _info(item: Any) -> dict:
 def replay_update(item: Any, cwd: str, recorded_status: bool = False) -> dict:
     if item.kind == "user":
         return p.user_chunk(item.text, new_message_id())
+    if item.kind == "image":
+        return {"sessionUpdate": "user_message_chunk", "messageId": new_message_id(),
+                "content": {"type": "image", "mimeType": item.image["mimeType"], "data": item.image["data"]}}
     if item.kind == "agent":
         return p.agent_chunk(item.text, new_message_id())
     tool = tools.get(item.name)

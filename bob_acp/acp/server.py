@@ -157,7 +157,8 @@ class AgentServer:
         self.initialized = True
         agent: dict[str, Any] = {
             "loadSession": bool(self.cfg.sessions.enabled),
-            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": bool(self.cfg.acp.embeddedContext)},
+            "promptCapabilities": {"image": bool(self.cfg.acp.images), "audio": False,
+                                   "embeddedContext": bool(self.cfg.acp.embeddedContext)},
             "mcpCapabilities": {"http": bool(self.cfg.mcp.enabled), "sse": False},
         }
         if self.cfg.acp.sessionHistory:

@@ -58,6 +58,12 @@ class Handlers:
                 if kind == "audio":
                     raise RpcError.invalid_params(f"prompt[{index}]: audio blocks are not supported by this agent "
                                                   "(promptCapabilities.audio is false)")
+        if server.cfg.acp.images:
+            for index, block in enumerate(params["prompt"]):
+                if isinstance(block, dict) and block.get("type") == "image":
+                    problem = prompts.image_problem(block)
+                    if problem:
+                        raise RpcError.invalid_params(f"prompt[{index}]: image: {problem}")
         with server.sessions_lock:
             if session.loading:
                 raise RpcError.invalid_request(f"session {session.id} is being loaded; prompt once session/load "
@@ -108,8 +114,9 @@ class Handlers:
             server.log.info(f"[acp] session {session.id}: attached {path}")
         text = prompts.with_attachments(text, found)
         typed = prompts.with_attachments(typed, found)  # a replay shows what the user wrote
+        pictures = prompts.images(blocks) if server.cfg.acp.images else []
         try:
-            stop, stats = server.engine.run_turn(session.conv, text, sink, turn.cancel, typed)
+            stop, stats = server.engine.run_turn(session.conv, text, sink, turn.cancel, typed, pictures)
         except engine.TurnFailed as failure:
             line = str(failure)
             server.log.warning(f"[acp] session {session.id}: turn failed: {line}")

@@ -164,14 +164,14 @@ class Engine:
     # ---- a turn ------------------------------------------------------------------------------
 
     def run_turn(self, conv: Conversation, text: str, sink: Sink, cancel: Cancel,
-                 typed: str | None = None) -> tuple[str, TurnStats]:
+                 typed: str | None = None, images: list[dict] | None = None) -> tuple[str, TurnStats]:
         """Run one prompt turn; returns (stop reason, stats) or raises TurnFailed. `typed`: what
         the user wrote, when `text` is Bob's rewrite of it (kept for the replay)."""
         stats = TurnStats()
         if self.provider is None:
             sink.text(self.no_model_message, new_message_id())
             return REFUSAL, stats
-        question = history.user(text, typed)
+        question = history.user(text, typed, images)
         conv.messages.append(question)
         try:
             stop = self._loop(conv, sink, cancel, stats)

@@ -40,7 +40,9 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
     for message in messages:
         role = message["role"]
         if role == "user":
-            add("user", [{"type": "text", "text": message["content"] or " "}])
+            pictures = [{"type": "image", "source": {"type": "base64", "media_type": i["mimeType"], "data": i["data"]}}
+                        for i in message.get("images", ())]
+            add("user", pictures + [{"type": "text", "text": message["content"] or " "}])
         elif role == "assistant":
             blocks = [dict(b) for b in message.get("thinking", ()) if returnable(b)]
             blocks += [{"type": "text", "text": message["content"]}] if message["content"] else []

@@ -36,6 +36,11 @@ def to_wire(messages: list[dict]) -> list[dict]:
             out.append(wire)
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
+        elif message.get("images"):
+            parts: list[dict] = [{"type": "text", "text": message["content"]}]
+            parts += [{"type": "image_url", "image_url": {"url": f"data:{i['mimeType']};base64,{i['data']}"}}
+                      for i in message["images"]]
+            out.append({"role": role, "content": parts})
         else:
             out.append({"role": role, "content": message["content"]})
     return out
