@@ -297,3 +297,37 @@ def test_acpx_lists_the_sessions(history_bob, workdir, bob_env, tmp_path):
         import shutil
         shutil.rmtree(os.path.join("/tmp", "acpx-" + hashlib.sha256(str(home).encode()).hexdigest()[:10]),
                       ignore_errors=True)
+
+
+@pytest.mark.parametrize("provider, level, sent", [
+    ("openai", "high", ("reasoning_effort", "high")),
+    ("anthropic", "medium", ("thinking", {"type": "enabled", "budget_tokens": 16384})),
+])
+def test_the_reasoning_level_selector_reaches_the_next_model_call_and_is_kept(spawn_bob, server, workdir,
+                                                                              provider, level, sent):
+    reply = server.openai_text if provider == "openai" else server.anthropic_text
+    server.enqueue(reply("one"), reply("two"), reply("three"))
+    config = {"model": {"provider": provider, "baseUrl": server.url + ("/v1" if provider == "openai" else ""),
+                        "retries": 0}, "acp": {"configOptions": True}, "sessions": {"enabled": True}}
+    env = {"OPENAI_API_KEY": "sk-level-0123456789", "ANTHROPIC_API_KEY": "sk-level-0123456789"}
+    bob = spawn_bob(config, env=env)
+    bob.initialize()
+    response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+    sid = response["result"]["sessionId"]
+    option = [o for o in response["result"]["configOptions"] if o["id"] == "reasoning"][0]
+    assert option["category"] == "thought_level" and option["currentValue"] == "default"
+    bob.prompt(sid, "a")
+    assert sent[0] not in server.requests[-1]["body"]
+    changed = bob.result("session/set_config_option", {"sessionId": sid, "configId": "reasoning", "value": level})
+    assert [o for o in changed["configOptions"] if o["id"] == "reasoning"][0]["currentValue"] == level
+    bob.prompt(sid, "b")
+    assert server.requests[-1]["body"][sent[0]] == sent[1]
+    bad, _ = bob.call("session/set_config_option", {"sessionId": sid, "configId": "reasoning", "value": "extreme"})
+    assert bad["error"]["code"] == -32602
+    bob.close()
+    again = spawn_bob(config, env=env)
+    again.initialize()
+    loaded = again.result("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    assert [o for o in loaded["configOptions"] if o["id"] == "reasoning"][0]["currentValue"] == level
+    again.prompt(sid, "c")
+    assert server.requests[-1]["body"][sent[0]] == sent[1]

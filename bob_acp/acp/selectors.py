@@ -16,6 +16,7 @@ MODES = (
                                    "everything else still asks"),
     ("allow-all", "Allow all", "Run every tool call without asking"),
 )
+LEVEL_NAMES = {"default": "As configured", "off": "Off", "low": "Low", "medium": "Medium", "high": "High"}
 RANK = {"ask": 0, "sandboxed": 1, "allow-edits": 1, "allow-all": 2}  # how much less a mode asks
 
 
@@ -31,8 +32,23 @@ class Handlers:
         """The approval modes this Bob offers (sandboxed only where a sandbox is configured)."""
         return tuple(m for m in MODES if m[0] != "sandboxed" or self.server.cfg.tools.sandbox != "off")
 
+    def levels(self) -> tuple:
+        """The reasoning levels the configured provider takes (none for the script provider)."""
+        provider = self.server.cfg.model.provider
+        if provider == "openai":
+            from bob_acp.providers.openai import REASONING_LEVELS
+            return REASONING_LEVELS
+        if provider == "anthropic":
+            from bob_acp.providers.anthropic import REASONING_LEVELS
+            return REASONING_LEVELS
+        return ()
+
     def options(self, session: Session) -> list[dict]:
         conv = session.conv
+        levels = self.levels()
+        reasoning = [{"id": "reasoning", "name": "Reasoning", "category": "thought_level", "type": "select",
+                      "currentValue": conv.reasoning or "default",
+                      "options": [{"value": level, "name": LEVEL_NAMES.get(level, level)} for level in levels]}]
         return [
             {"id": "model", "name": "Model", "category": "model", "type": "select",
              "currentValue": conv.model or self.server.cfg.model.name,
@@ -40,7 +56,7 @@ class Handlers:
             {"id": "mode", "name": "Approval mode", "category": "mode", "type": "select",
              "currentValue": conv.mode,
              "options": [{"value": mode, "name": name, "description": text} for mode, name, text in self.modes()]},
-        ]
+        ] + (reasoning if levels else [])
 
     def state(self, session: Session) -> dict:
         return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode, self.modes())}
@@ -52,6 +68,8 @@ class Handlers:
         session starts in the configured mode, and the line returned says so."""
         if choices.get("model") in self.models():
             session.conv.model = None if choices["model"] == self.server.cfg.model.name else choices["model"]
+        if choices.get("reasoning") in self.levels():
+            session.conv.reasoning = None if choices["reasoning"] == "default" else choices["reasoning"]
         saved = choices.get("mode")
         if saved not in {mode for mode, _, _ in self.modes()}:
             return None
@@ -72,8 +90,17 @@ class Handlers:
             self._set_model(session, value)
         elif config_id == "mode":
             self._set_mode(session, value, "value")
+        elif config_id == "reasoning" and self.levels():
+            if not isinstance(value, str) or value not in self.levels():
+                raise RpcError.invalid_params(f"value: not a reasoning level: {str(value)[:100]!r} "
+                                              f"({', '.join(self.levels())})")
+            chosen = None if value == "default" else value
+            if chosen != session.conv.reasoning:
+                session.conv.reasoning = chosen
+                self._changed(session, mode=False)
         else:
-            raise RpcError.invalid_params(f"configId: unknown option {str(config_id)[:100]!r} (model, mode)")
+            raise RpcError.invalid_params(f"configId: unknown option {str(config_id)[:100]!r} "
+                                          f"(model, mode{', reasoning' if self.levels() else ''})")
         return {"configOptions": self.options(session)}
 
     def set_mode(self, params: dict) -> dict:

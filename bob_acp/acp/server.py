@@ -318,7 +318,7 @@ class AgentServer:
         if not self.cfg.sessions.enabled:
             return
         conv = session.conv
-        choices = {"model": conv.model, "mode": conv.mode} if self.cfg.acp.configOptions else {}
+        choices = {"model": conv.model, "mode": conv.mode, "reasoning": conv.reasoning} if self.cfg.acp.configOptions else {}
         # A copy: a save from the dispatcher (a mode change) can come while the turn appends.
         messages = list(conv.messages if messages is None else messages)
         title = sessions.title_of(messages)

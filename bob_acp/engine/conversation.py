@@ -23,7 +23,8 @@ class Conversation:
     last_input_tokens: int | None = None  # the prompt's size at the last model call
     counted: int = 0  # how many messages that count covered
     model: str | None = None  # the session's model choice; None: model.name
-    mode: str = "ask"  # ask | allow-edits | allow-all (permissions.mode)
+    mode: str = "ask"  # ask | sandboxed | allow-edits | allow-all (permissions.mode)
+    reasoning: str | None = None  # the session's reasoning level (acp.configOptions); None: as configured
     cost: float = 0.0  # the session's cost so far, when model.price is configured
     owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
     sandbox: Any = None  # bob_acp.sandbox.Sandbox of its commands (None: tools.sandbox off)

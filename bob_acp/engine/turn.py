@@ -207,7 +207,8 @@ class Engine:
         sent = len(conv.messages)
         tools = conv.tools.current(cancel)  # an MCP server's tools may have changed since the last call
         try:
-            reply = self.provider.generate(conv.messages, tools.specs(), stream, cancel, model=conv.model)
+            reply = self.provider.generate(conv.messages, tools.specs(), stream, cancel, model=conv.model,
+                                           reasoning=conv.reasoning)
         except (Cancelled, ModelError):
             if stream.parts:  # what the user already saw stays in the history
                 conv.messages.append(history.assistant("".join(stream.parts)))

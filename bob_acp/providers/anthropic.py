@@ -23,6 +23,8 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
 VERSION = "2023-06-01"
 CACHE = {"type": "ephemeral"}
+REASONING_LEVELS = ("default", "off", "low", "medium", "high")  # extended thinking: model.thinking, none, budgets
+THINKING_BUDGETS = {"off": None, "low": 4096, "medium": 16384, "high": 32768}
 
 
 def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[dict]]:
@@ -70,9 +72,9 @@ class AnthropicProvider:
         self.url = endpoint_url(cfg.model.baseUrl or DEFAULT_BASE_URL, "/v1/messages")
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> Reply:
         system, wire = to_wire(messages)
-        thinking = self.cfg.model.thinking
+        thinking = THINKING_BUDGETS.get(reasoning or "default", self.cfg.model.thinking)
         max_tokens = self.cfg.model.maxTokens or DEFAULT_MAX_TOKENS
         if thinking:
             max_tokens = max(max_tokens, thinking + 1024)  # the budget is part of max_tokens

@@ -12,6 +12,7 @@ A provider turns the provider-neutral history (see bob_acp.history) into one str
 - `cancel`: a bob_acp.cancel.Cancel; once set, the HTTP stream is closed at once (even when the
   server has gone silent mid-stream) and generate raises Cancelled.
 - `model`: the model's name for this call (a session's choice), else the configured one.
+- `reasoning`: the session's reasoning level (REASONING_LEVELS of the provider), None: as configured.
 
 It returns a Reply, raises Cancelled when cancelled, or ModelError (one line naming the cause,
 never the API key) for anything else: HTTP errors after retries, a truncated stream, invalid JSON
@@ -108,7 +109,7 @@ class Provider(Protocol):
     name: str
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Any,
-                 model: str | None = None) -> Reply: ...
+                 model: str | None = None, reasoning: str | None = None) -> Reply: ...
 
 
 class Joiner:

@@ -18,6 +18,7 @@ from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
 from bob_acp.providers.shapes import error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+REASONING_LEVELS = ("default", "low", "medium", "high")  # reasoning_effort ("default": not sent)
 
 
 
@@ -60,7 +61,7 @@ class OpenAIProvider:
         self.url = endpoint_url(cfg.model.baseUrl or DEFAULT_BASE_URL, "/chat/completions")
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> Reply:
         body: dict = {"model": model or self.cfg.model.name, "messages": to_wire(messages), "stream": True,
                       "stream_options": {"include_usage": True}}
         if tools:
@@ -69,6 +70,8 @@ class OpenAIProvider:
             body["max_tokens"] = self.cfg.model.maxTokens
         if self.cfg.model.temperature is not None:
             body["temperature"] = self.cfg.model.temperature
+        if reasoning in REASONING_LEVELS[1:]:
+            body["reasoning_effort"] = reasoning
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"

@@ -29,7 +29,7 @@ class ScriptProvider:
         self._cache: tuple[float, dict] | None = None
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> Reply:
         script = self._load()
         turn_index, turn = _choose_turn(script, messages)
         replies = turn.get("replies", []) if turn is not None else []
