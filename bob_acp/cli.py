@@ -184,7 +184,8 @@ def serve(cfg: Any, problem: str | None = None) -> int:
             _poke(wake_w)
 
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
-                        on_close=closed, urgent=frozenset({"session/cancel"}))
+                        on_close=closed, urgent=frozenset({"session/cancel"}),
+                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None)
     server.endpoint = endpoint
 
     def stop(signum: int, _frame: Any) -> None:

@@ -83,6 +83,7 @@ SCHEMA: dict[str, Any] = {
         "auth": Key("bool", False),
         "embeddedContext": Key("bool", False),  # resource blocks in prompts (an editor's @-mention with content)
         "images": Key("bool", False),  # image blocks in prompts, given to the model
+        "cancelRequest": Key("bool", False),  # $/cancel_request, both ways
     },
     "permissions": {
         "mode": Key("enum", "ask", choices=("ask", "sandboxed", "allow-edits", "allow-all")),
@@ -117,6 +118,7 @@ FULL_PROFILE: dict[str, Any] = {
     "tools.plan": True,
     "acp.embeddedContext": True,
     "acp.images": True,
+    "acp.cancelRequest": True,
 }
 
 ENV_OVERRIDES = {

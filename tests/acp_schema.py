@@ -26,7 +26,7 @@ RESPONSE_TYPES = {
     "session/prompt": "PromptResponse",
 }
 REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest"}
-NOTIFICATION_TYPES = {"session/update": "SessionNotification"}
+NOTIFICATION_TYPES = {"session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification"}
 
 
 def schema_path() -> str:

@@ -275,7 +275,7 @@ def test_every_history_the_engine_produces_round_trips_through_save_and_load(tmp
     planned.append(Reply("the end"))
 
     class Provider:
-        def generate(self, messages, tools, stream, cancel, model=None):
+        def generate(self, messages, tools, stream, cancel, model=None, reasoning=None):
             reply = planned.pop(0) if planned else Reply("done")
             stream.text(reply.text)
             return reply

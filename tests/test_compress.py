@@ -14,7 +14,7 @@ class FakeModel:
     def __init__(self, text="the summary", error=None):
         self.text, self.error, self.requests = text, error, []
 
-    def generate(self, messages, tools, stream, cancel, model=None):
+    def generate(self, messages, tools, stream, cancel, model=None, reasoning=None):
         self.requests.append((messages, tools))
         if self.error:
             raise self.error

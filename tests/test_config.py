@@ -33,7 +33,7 @@ def test_defaults_are_the_documented_ones():
         "skills": {"dirs": []},
         # Features the product document does not have are off: its behaviour, exactly.
         "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed", "auth": False,
-                "embeddedContext": False, "images": False},
+                "embeddedContext": False, "images": False, "cancelRequest": False},
         "permissions": {"mode": "ask", "allowAlways": "tool"},
         "mcp": {"enabled": False, "timeout": 30},
         "chat": {"mcpServers": []},

@@ -198,3 +198,39 @@ def test_a_cancel_read_before_the_answer_always_makes_it_cancelled(scripted, wor
     assert outcomes["cancelled"] >= 10  # the test did exercise the cancelled side
     stored = (workdir / ".bob" / "sessions" / f"{sid}.json").read_text()
     assert "c0 " in stored  # text already streamed stays in the history
+
+
+# ---- $/cancel_request (acp.cancelRequest, in the full profile) --------------------------------------
+
+def test_cancel_request_cancels_a_prompt_and_bob_withdraws_its_own_questions(scripted):
+    turns = [{"match": "wait", "replies": [{"wait": 30, "text": "never"}]},
+             {"match": "ask", "replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
+                                          {"text": "after"}]}]
+    bob, sid = scripted(turns, config={"acp": {"cancelRequest": True}})
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "wait"}]})
+    time.sleep(0.2)
+    started = time.monotonic()
+    bob.notify("$/cancel_request", {"requestId": msg_id})
+    response, _ = bob.wait_response(msg_id, timeout=15)
+    assert response["result"] == {"stopReason": "cancelled"} and time.monotonic() - started < 10
+    # A question Bob stops waiting for (the turn was cancelled) is withdrawn with $/cancel_request.
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "ask"}]})
+    ask = read_until(bob, lambda f: f.get("method") == "session/request_permission")[-1]
+    bob.notify("session/cancel", {"sessionId": sid})
+    response, seen = bob.wait_response(msg_id, answer=lambda request: None, timeout=15)
+    assert response["result"] == {"stopReason": "cancelled"}
+    withdrawn = [f for f in seen + bob.frames if f.get("method") == "$/cancel_request"]
+    assert withdrawn and withdrawn[0]["params"] == {"requestId": ask["id"]}
+    # A request cancelled before it is dispatched, which nothing else could stop, is answered -32800.
+    bob.notify("$/cancel_request", {"requestId": "early"})
+    bob.send({"jsonrpc": "2.0", "id": "early", "method": "session/set_mode", "params": {"sessionId": sid, "modeId": "ask"}})
+    early = read_until(bob, lambda f: f.get("id") == "early")[-1]
+    assert early["error"] == {"code": -32800, "message": "Request cancelled"}
+
+
+def test_without_the_key_cancel_request_is_an_unknown_notification(scripted):
+    bob, sid = scripted([{"replies": [{"chunks": ["a", "b"], "delay": 0.3}]}])
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    bob.notify("$/cancel_request", {"requestId": msg_id})
+    response, _ = bob.wait_response(msg_id, timeout=15)
+    assert response["result"] == {"stopReason": "end_turn"}

@@ -176,3 +176,41 @@ def test_history_and_selectors_through_the_sdk(tmp_path, bob_env, workdir, caplo
         assert response.stop_reason == "end_turn"
 
     run(bob_env, str(workdir), RecordingClient([]), second, caplog)
+
+
+def test_the_sdk_client_sends_an_image_and_an_embedded_file(tmp_path, bob_env, workdir, server, caplog):
+    """Issue 28 with the official client: the full profile's prompt capabilities, the image and the
+    resource in the model request (the fake server checks the image part's shape), a plan."""
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    server.enqueue(server.openai_text("a dot in main.py"))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"baseUrl": server.url + "/v1", "retries": 0}}))
+    env = {**bob_env, "OPENAI_API_KEY": "sk-sdk-image-0123456789"}
+    client = RecordingClient([])
+
+    async def body(conn):
+        init = await conn.initialize(protocol_version=1)
+        caps = init.agent_capabilities.prompt_capabilities
+        assert caps.image is True and caps.embedded_context is True and caps.audio is False
+        session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        return await conn.prompt(session_id=session.session_id, prompt=[
+            schema.TextContentBlock(type="text", text="what is in these?"),
+            schema.ImageContentBlock(type="image", mimeType="image/png", data=png),
+            schema.EmbeddedResourceContentBlock(type="resource", resource=schema.TextResourceContents(
+                uri=f"file://{workdir}/main.py", text="print('unsaved')\n", mimeType="text/x-python"))])
+
+    command = bob_command() + ["--profile", "full"]
+
+    async def with_profile():
+        async with acp.spawn_agent_process(client, command[0], *command[1:], env=env, cwd=str(workdir)) as (conn, proc):
+            try:
+                return await asyncio.wait_for(body(conn), 30)
+            finally:
+                proc.stdin.close()
+                await asyncio.wait_for(proc.wait(), 5)
+
+    caplog.set_level(logging.WARNING)
+    response = asyncio.run(with_profile())
+    assert response.stop_reason == "end_turn" and server.refused == []
+    last = server.requests[-1]["body"]["messages"][-1]
+    assert last["content"][1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}
+    assert f"[attached resource: {workdir}/main.py]\nprint('unsaved')\n" in last["content"][0]["text"]

@@ -84,7 +84,8 @@ class AgentServer:
             p.AUTHENTICATE: Route(self.authenticate),
             p.SESSION_NEW: Route(self.new_session, worker=slow),
             p.SESSION_PROMPT: Route(lambda params, prepared=None: self.part("turns").prompt(params, prepared),
-                                    worker=True, prepare=lambda params: self.part("turns").prepare(params)),
+                                    worker=True, prepare=lambda params: self.part("turns").prepare(params),
+                                    cancel=lambda prepared: prepared[1].cancel_now()),  # ($/cancel_request)
         }
         unsupported = list(p.NOT_SUPPORTED)
         if self.cfg.sessions.enabled:

@@ -90,6 +90,8 @@ class TurnSink:
             outcome = pending.wait()
         finally:
             unsubscribe()
+        if outcome.closed and cancel.is_set():  # we stopped waiting: the editor may close its dialog
+            self.server.endpoint.cancel_request(pending)
         choice = chosen_option(outcome, {o["optionId"] for o in options})
         if choice == p.REJECT:
             call.reason = rejection_reason(outcome)

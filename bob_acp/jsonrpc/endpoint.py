@@ -32,6 +32,7 @@ MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 MAX_HELD_FRAMES = 256  # requests held by worker routes (running or waiting, e.g. for the turn lock)
 MAX_HELD_BYTES = 16 * 1024 * 1024
+MAX_CANCELLED_IDS = 1024  # cancellations kept for requests not seen yet
 _STOP = object()
 _NO_ID = object()
 
@@ -39,15 +40,18 @@ _NO_ID = object()
 class Route:
     """A method's handler. `worker`: run it on a worker thread (long handlers: prompts, loads).
     `prepare(params)`: run first on the dispatcher thread, in frame order, its result passed to
-    the handler as a second argument (e.g. registering a turn before a later cancel is routed)."""
+    the handler as a second argument (e.g. registering a turn before a later cancel is routed).
+    `cancel(prepared)`: how a request cancellation (the endpoint's `cancel_method`) stops a
+    running request of this method, which then answers as its handler decides."""
 
-    __slots__ = ("handler", "worker", "prepare")
+    __slots__ = ("handler", "worker", "prepare", "cancel")
 
     def __init__(self, handler: Callable[..., Any], worker: bool = False,
-                 prepare: Callable[[dict], Any] | None = None):
+                 prepare: Callable[[dict], Any] | None = None, cancel: Callable[[Any], None] | None = None):
         self.handler = handler
         self.worker = worker
         self.prepare = prepare
+        self.cancel = cancel
 
 
 class Reply:
@@ -123,6 +127,7 @@ class Endpoint:
         urgent: frozenset[str] = frozenset(),
         max_frame: int = MAX_FRAME,
         in_order: frozenset[str] = frozenset(),
+        cancel_method: str | None = None,
     ):
         self._writer = writer
         self._routes = routes
@@ -150,6 +155,14 @@ class Endpoint:
         self._closed = threading.Event()
         self._dispatcher_done = threading.Event()
         self._batch = threading.local()  # frames a thread holds back to write in one go
+        # Request cancellation (e.g. ACP's `$/cancel_request`), when `cancel_method` names it: a
+        # request cancelled before it is dispatched is answered -32800 (or, when its route can
+        # cancel, dispatched and cancelled at once); a running one is stopped by its route.
+        self._cancel_method = cancel_method
+        self._cancel_lock = threading.Lock()
+        self._cancelled_ids: set = set()
+        self._running: dict = {}  # id key -> prepared value of a running cancellable request (None: preparing)
+        self._running_routes: dict = {}
 
     # ---- outbound -------------------------------------------------------------------------
 
@@ -290,6 +303,8 @@ class Endpoint:
         if problem:
             return self._respond_error(None, RpcError.invalid_request(problem))
         if "method" in msg:
+            if "id" not in msg and msg["method"] == self._cancel_method and self._cancel_method:
+                return self._cancel_request(msg.get("params"))
             if "id" not in msg and msg["method"] in self._in_order:
                 return self._notified(msg)
             return self._enqueue(msg, len(frame))
@@ -309,6 +324,30 @@ class Endpoint:
                 if slot is not None:
                     return slot
         return None
+
+    def _cancel_request(self, params: Any) -> None:
+        """On the reader, in frame order: the request named is cancelled."""
+        msg_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(msg_id, bool) or not isinstance(msg_id, (int, str)):
+            return
+        key = _id_key(msg_id)
+        with self._cancel_lock:
+            prepared = self._running.get(key, _NO_ID)
+            if prepared is _NO_ID or prepared is None:
+                if len(self._cancelled_ids) < MAX_CANCELLED_IDS:  # (ids never seen are not kept for ever)
+                    self._cancelled_ids.add(key)
+                return
+            route = self._running_routes.get(key)
+        if route is not None and route.cancel is not None:
+            try:
+                route.cancel(prepared)
+            except Exception:
+                self._log.error("request cancellation failed", detail=_traceback())
+
+    def cancel_request(self, pending: Pending) -> None:
+        """Tell the peer that we stopped waiting for one of our requests (with `cancel_method`)."""
+        if self._cancel_method and not self._closed.is_set():
+            self.notify(self._cancel_method, {"requestId": pending.id})
 
     def _awaited(self, msg_id: Any) -> bool:
         slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
@@ -389,6 +428,18 @@ class Endpoint:
         params = msg.get("params", {})
         if not isinstance(params, dict):
             return self._respond_error(msg_id, RpcError.invalid_params("params must be an object"))
+        key = _id_key(msg_id) if self._cancel_method else None
+        key_cancelled = False
+        if key is not None:
+            with self._cancel_lock:
+                cancelled = key in self._cancelled_ids
+                self._cancelled_ids.discard(key)
+                if not cancelled and route.cancel is not None and route.worker:
+                    self._running[key] = None  # being prepared: a cancel now is kept for below
+                    self._running_routes[key] = route
+            if cancelled and route.cancel is None:
+                return self._respond_error(msg_id, RpcError.request_cancelled())
+            key_cancelled = cancelled  # (its route stops it: prepared, cancelled at once, answered as it says)
         if not route.worker:
             return self._call(route, method, msg_id, (params,))
         with self._workers_lock:
@@ -400,10 +451,20 @@ class Endpoint:
             try:
                 args = (params, route.prepare(params))
             except RpcError as exc:
+                self._forget_running(key)
                 return self._respond_error(msg_id, exc)
             except Exception:
+                self._forget_running(key)
                 self._log.error(f"{method} failed", detail=_traceback())
                 return self._respond_error(msg_id, RpcError.internal_error())
+        if key is not None and route.cancel is not None and len(args) > 1:
+            with self._cancel_lock:
+                late = key in self._cancelled_ids  # cancelled while it was being prepared
+                self._cancelled_ids.discard(key)
+                if key in self._running:
+                    self._running[key] = args[1]
+            if late or key_cancelled:
+                route.cancel(args[1])
         with self._workers_lock:
             worker = threading.Thread(
                 target=self._run_worker, args=(route, method, msg_id, args, size), name=f"bob-{method}", daemon=True
@@ -413,12 +474,20 @@ class Endpoint:
             self._held_bytes += size
         worker.start()
 
+    def _forget_running(self, key: Any) -> None:
+        if key is not None:
+            with self._cancel_lock:
+                self._running.pop(key, None)
+                self._running_routes.pop(key, None)
+
     def _run_worker(self, route: Route, method: str, msg_id: Any, args: tuple, size: int) -> None:
         try:
             # Its answer never waits for room in the output: the requests held are bounded, and
             # a worker blocked on a guard's lock would hold up a cancel on the dispatcher.
             self._call(route, method, msg_id, args, _always)
         finally:
+            if self._cancel_method:
+                self._forget_running(_id_key(msg_id))
             with self._workers_lock:
                 self._workers.discard(threading.current_thread())
                 self._held_frames -= 1
@@ -466,6 +535,11 @@ def _always() -> bool:
 
 def _error_frame(msg_id: Any, error: RpcError) -> dict:
     return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_dict()}
+
+
+def _id_key(msg_id: Any) -> tuple:
+    """A request id as a key: 5 and "5" are two ids."""
+    return (type(msg_id).__name__, msg_id)
 
 
 def _int_text(value: Any) -> int | None:

@@ -12,6 +12,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 AUTH_REQUIRED = -32000
+REQUEST_CANCELLED = -32800
 
 
 class RpcError(Exception):
@@ -50,6 +51,10 @@ class RpcError(Exception):
     @classmethod
     def server_busy(cls) -> "RpcError":
         return cls(INTERNAL_ERROR, "Internal error: server busy, request refused; retry later")
+
+    @classmethod
+    def request_cancelled(cls) -> "RpcError":
+        return cls(REQUEST_CANCELLED, "Request cancelled")
 
     @classmethod
     def auth_required(cls) -> "RpcError":
