@@ -443,9 +443,11 @@ class Endpoint:
         if not route.worker:
             return self._call(route, method, msg_id, (params,))
         with self._workers_lock:
-            if self._held_frames >= MAX_HELD_FRAMES or self._held_bytes + size > MAX_HELD_BYTES:
-                self._log.warning(f"{method} refused: {self._held_frames} requests already held (server busy)")
-                return self._respond_error(msg_id, RpcError.server_busy())
+            busy = self._held_frames >= MAX_HELD_FRAMES or self._held_bytes + size > MAX_HELD_BYTES
+        if busy:
+            self._forget_running(key)
+            self._log.warning(f"{method} refused: {self._held_frames} requests already held (server busy)")
+            return self._respond_error(msg_id, RpcError.server_busy())
         args: tuple = (params,)
         if route.prepare is not None:
             try:
