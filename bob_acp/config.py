@@ -60,6 +60,7 @@ SCHEMA: dict[str, Any] = {
         "sandbox": Key("enum", "off", choices=("off", "workspace", "best-effort")),
         "sandboxNetwork": Key("bool", False),
         "plan": Key("bool", False),  # the update_plan tool (the editor shows the plan)
+        "clientFs": Key("bool", False),  # file tools read and write through the editor (fs/*)
         "env": {
             "drop": Key("list[str]", ["*_API_KEY", "*_SECRET*", "*_TOKEN"]),
         },
@@ -116,6 +117,7 @@ FULL_PROFILE: dict[str, Any] = {
     "mcp.enabled": True,
     "tools.sandbox": "workspace",
     "tools.plan": True,
+    "tools.clientFs": True,
     "acp.embeddedContext": True,
     "acp.images": True,
     "acp.cancelRequest": True,

@@ -13,5 +13,9 @@ class ModelError(BobError):
     """The model call failed; str(self) is one line naming the cause, e.g. 'model API 401: invalid API key'."""
 
 
+class ClientError(BobError):
+    """The editor refused a request Bob made of it (a file write); str(self) is its one line."""
+
+
 class ConfigError(BobError):
     """Bad configuration; str(self) is one line naming the key and the file."""

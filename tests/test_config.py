@@ -26,7 +26,7 @@ def test_defaults_are_the_documented_ones():
         "context": {"window": 128000, "threshold": 0.8, "keepLastTurns": 2},
         "sessions": {"enabled": False, "dir": ".bob/sessions"},
         "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144,
-                  "sandbox": "off", "sandboxNetwork": False, "plan": False,
+                  "sandbox": "off", "sandboxNetwork": False, "plan": False, "clientFs": False,
                   "env": {"drop": ["*_API_KEY", "*_SECRET*", "*_TOKEN"]}},
         "loop": {"warnAt": 3, "stopAt": 5},
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},

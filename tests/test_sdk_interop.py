@@ -214,3 +214,65 @@ def test_the_sdk_client_sends_an_image_and_an_embedded_file(tmp_path, bob_env, w
     last = server.requests[-1]["body"]["messages"][-1]
     assert last["content"][1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}
     assert f"[attached resource: {workdir}/main.py]\nprint('unsaved')\n" in last["content"][0]["text"]
+
+
+class EditorClient(RecordingClient):
+    """An editor with buffers: fs/read_text_file answers from them (unsaved text the disk does not
+    have), fs/write_text_file lands in them; every request is recorded."""
+
+    def __init__(self, buffers):
+        super().__init__(["allow"] * 10)
+        self.buffers = dict(buffers)
+        self.requests = []
+
+    async def read_text_file(self, path, session_id, limit=None, line=None, **kwargs):
+        self.requests.append(("read", path, line, limit))
+        if path not in self.buffers:
+            raise acp.RequestError(-32002, "not open")
+        lines = self.buffers[path].splitlines(keepends=True)
+        start = (line or 1) - 1
+        return schema.ReadTextFileResponse(content="".join(lines[start:start + limit] if limit else lines[start:]))
+
+    async def write_text_file(self, content, path, session_id, **kwargs):
+        self.requests.append(("write", path, content))
+        self.buffers[path] = content
+        return schema.WriteTextFileResponse()
+
+
+def test_file_tools_read_and_write_through_the_editor(tmp_path, bob_env, workdir, caplog):
+    """Issue 27 in part (tools.clientFs): the model sees the unsaved buffer, not the disk, and the
+    edit is made from it and sent to the editor, which shows it for review; the disk is untouched."""
+    app, other = workdir / "app.py", workdir / "other.py"
+    app.write_text("value = 1  # on disk\n")
+    other.write_text("only on disk\n")
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": [{"replies": [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "app.py"}}]},
+        {"tool_calls": [{"name": "edit_file", "arguments": {"path": "app.py", "old_string": "unsaved",
+                                                            "new_string": "edited"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.py", "content": "made\n"}}]},
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": "other.py"}}]},
+        {"text": "done"}]}]}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"provider": "script", "script": str(script)},
+                                                          "tools": {"clientFs": True}}))
+    client = EditorClient({str(app): "value = 2  # unsaved\n"})
+
+    async def body(conn):
+        await conn.initialize(protocol_version=1, client_capabilities=schema.ClientCapabilities(
+            fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)))
+        session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        return await conn.prompt(session_id=session.session_id,
+                                 prompt=[schema.TextContentBlock(type="text", text="go")])
+
+    response = run(bob_env, str(workdir), client, body, caplog)
+    assert response.stop_reason == "end_turn"
+    outputs = [u.raw_output["output"] for u in client.updates
+               if type(u).__name__ == "ToolCallProgress" and u.raw_output]
+    assert outputs[0] == "value = 2  # unsaved\n"  # the editor's buffer, not the disk
+    assert client.buffers[str(app)] == "value = 2  # edited\n" and app.read_text() == "value = 1  # on disk\n"
+    assert client.buffers[str(workdir / "new.py")] == "made\n" and not (workdir / "new.py").exists()
+    assert outputs[3] == "only on disk\n"  # a file the editor does not have: the disk, said in the log
+    diffs = [c for u in client.updates if type(u).__name__ == "ToolCallProgress" and u.content
+             for c in u.content if c.type == "diff"]
+    assert diffs[0].old_text == "value = 2  # unsaved\n" and diffs[0].new_text == "value = 2  # edited\n"
+    assert ("write", str(app), "value = 2  # edited\n") in client.requests

@@ -57,6 +57,7 @@ class AgentServer:
         # With acp.auth, "authenticated" means a usable model is configured: nothing else to sign in to.
         self.authenticated = not cfg.acp.auth or provider is not None
         self.terminal_output = False  # the client renders bash output as a terminal (Zed's _meta)
+        self.client_fs = (False, False)  # the client reads / writes text files for Bob (fs capabilities)
         self._engine: Any = None
         self._parts: dict[str, Any] = {}
 
@@ -152,6 +153,8 @@ class AgentServer:
         capabilities = params.get("clientCapabilities") if isinstance(params.get("clientCapabilities"), dict) else {}
         meta = capabilities.get("_meta") if isinstance(capabilities.get("_meta"), dict) else {}
         self.terminal_output = meta.get("terminal_output") is True
+        fs = capabilities.get("fs") if isinstance(capabilities.get("fs"), dict) else {}
+        self.client_fs = (fs.get("readTextFile") is True, fs.get("writeTextFile") is True)
         if self.cfg.acp.auth:
             self.auth_methods = auth.methods(auth.terminal_auth_wanted(capabilities))
         first = not self.initialized
@@ -243,6 +246,10 @@ class AgentServer:
             mcp = mcp_module.start_servers(servers, cwd, self.cfg, self.env, self.log, sid)
             toolset = mcp_module.SessionTools(tools.for_config(self.cfg), mcp)
         conv = self.engine.new_conversation(cwd, catalog, stored, toolset)
+        if self.cfg.tools.clientFs and any(self.client_fs):
+            from bob_acp.acp.client_files import ClientFiles
+
+            conv.client = ClientFiles(self, sid, *self.client_fs)
         session = Session(sid, cwd, conv, catalog)
         session.mcp = mcp
         return session

@@ -28,6 +28,7 @@ class Conversation:
     cost: float = 0.0  # the session's cost so far, when model.price is configured
     owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
     sandbox: Any = None  # bob_acp.sandbox.Sandbox of its commands (None: tools.sandbox off)
+    client: Any = None  # the editor's files, when tools.clientFs and the client offers them
 
     def context_tokens(self) -> int:
         """The history's size as the next call will send it: the provider's last count plus an

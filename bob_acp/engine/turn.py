@@ -255,7 +255,7 @@ class Engine:
         if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
             raise Cancelled()
         ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
-                          sandbox=conv.sandbox)
+                          sandbox=conv.sandbox, client=conv.client)
         call.sandboxed = confined(conv, call)
         if call.tool is not None and times < self.cfg.loop.warnAt:
             call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))

@@ -50,6 +50,7 @@ class ToolContext:
     live: "LiveOutput | None" = None  # where a running command reports its output so far
     owner: str | None = None  # the session's label on the processes its commands start (bob_acp.children)
     sandbox: Any = None  # bob_acp.sandbox.Sandbox: where bash runs confined (None: tools.sandbox off)
+    client: Any = None  # the editor's files (bob_acp.acp.client_files.ClientFiles; None: the disk only)
 
 
 class Tool:

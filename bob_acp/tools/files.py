@@ -4,10 +4,11 @@ atomic (temp file, fsync, rename) and committed only while the turn is not cance
 from __future__ import annotations
 
 import os
+import threading
 
 from bob_acp.atomic import NotRegular, atomic_write, open_regular
 from bob_acp.cancel import Cancel
-from bob_acp.exceptions import Cancelled
+from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.codec import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
 
@@ -17,6 +18,7 @@ WRITE_SETTLE = 10.0  # seconds a cancelled write may take to finish committing b
 SKIP_CHUNK = 64 * 1024
 MAX_EDIT_BYTES = 64 * 1024 * 1024  # files edited in memory; past it the model is told to use bash
 BINARY_SNIFF = 8192
+PREVIEW_WAIT = 5.0  # seconds a proposed change waits for the editor's text before showing none
 
 
 PRIVATE_FOLDERS = (".git", ".bob")  # the project's own state: a change there runs code or changes Bob
@@ -171,6 +173,14 @@ class ReadFileTool(_FileTool):
             return ToolResult(f"error: {clean(path)} is a directory (list it with bash: ls)", failed=True)
         cap = ctx.config.tools.maxReadBytes
         first_line = max(offset or 1, 1)
+        if ctx.client is not None and ctx.client.can_read:
+            refused = _disk_refusal(path)  # Bob's own checks first: devices, FIFOs, binary files
+            if refused is not None:
+                return refused
+            text = ctx.client.read(path, cancel, first_line if offset else None, limit)
+            if text is not None:  # the editor's text: an unsaved buffer is what the model sees
+                data = _bytes(text)
+                return _page(path, data[:cap + 1], cap, first_line, limit, len(data))
         with open_regular(path) as handle:
             size = os.fstat(handle.fileno()).st_size
             rest = _skip_lines(handle, first_line - 1, cancel, min(SKIP_CHUNK, cap + 1))
@@ -179,23 +189,40 @@ class ReadFileTool(_FileTool):
             data = rest[:cap + 1] if len(rest) > cap else rest + handle.read(cap + 1 - len(rest))
         if _is_binary(data):
             return ToolResult(f"{clean(path)} is a binary file ({size} bytes); not shown", failed=True)
-        lines = _split_lines(data[:cap])
-        if limit is not None and 0 <= limit < len(lines):
-            shown = lines[:limit]
-            note = f"\n[showing lines {first_line}–{first_line + limit - 1}; continue with offset {first_line + limit}]"
-        elif len(data) > cap and len(lines) > 1 and not lines[-1].endswith(b"\n"):
-            shown = lines[:-1]  # whole lines only, so the offset given continues exactly
-            note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
-        elif len(data) > cap and len(lines) > 1:
-            shown = lines
-            note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
-        elif len(data) > cap:
-            shown = lines
-            note = (f"\n[line {first_line} alone is longer than the {cap}-byte cap; read the rest with bash "
-                    "(e.g. cut, head -c)]")
-        else:
-            shown, note = lines, ""
-        return ToolResult(b"".join(shown).decode("utf-8", errors="replace") + note)
+        return _page(path, data, cap, first_line, limit, size)
+
+
+def _disk_refusal(path: str) -> ToolResult | None:
+    """What the file tools refuse about the file on disk, whoever reads it (None: nothing)."""
+    if not os.path.lexists(path) or not os.path.exists(os.path.realpath(path)):
+        return None  # not on disk: the editor may have it (a new, unsaved buffer)
+    with open_regular(path) as handle:
+        head = handle.read(BINARY_SNIFF)
+    if _is_binary(head):
+        return ToolResult(f"{clean(path)} is a binary file; not shown", failed=True)
+    return None
+
+
+def _page(path: str, data: bytes, cap: int, first_line: int, limit: int | None, size: int) -> ToolResult:
+    """Up to `cap` bytes of whole lines from `data` (the text from `first_line` on, at most
+    cap + 1 bytes of it), with a note saying where to read on."""
+    lines = _split_lines(data[:cap])
+    if limit is not None and 0 <= limit < len(lines):
+        shown = lines[:limit]
+        note = f"\n[showing lines {first_line}–{first_line + limit - 1}; continue with offset {first_line + limit}]"
+    elif len(data) > cap and len(lines) > 1 and not lines[-1].endswith(b"\n"):
+        shown = lines[:-1]  # whole lines only, so the offset given continues exactly
+        note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
+    elif len(data) > cap and len(lines) > 1:
+        shown = lines
+        note = f"\n[cut at {cap} bytes of {size}; continue with offset {first_line + len(shown)}]"
+    elif len(data) > cap:
+        shown = lines
+        note = (f"\n[line {first_line} alone is longer than the {cap}-byte cap; read the rest with bash "
+                "(e.g. cut, head -c)]")
+    else:
+        shown, note = lines, ""
+    return ToolResult(b"".join(shown).decode("utf-8", errors="replace") + note)
 
 
 def _skip_lines(handle, count: int, cancel: Cancel, chunk_size: int = SKIP_CHUNK) -> bytes | None:
@@ -249,9 +276,10 @@ class WriteFileTool(_FileTool):
             return None
         try:
             old = _old_text(path)
-        except (OSError, ValueError):
+            editor = _editor_text(ctx, path, None)
+        except (OSError, ValueError, Cancelled):
             return None
-        return Diff(clean(path), _shown(old), content)
+        return Diff(clean(path), _shown(editor if editor is not None else old), content)
 
     def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         content = _arg(args, "content", str)
@@ -261,9 +289,47 @@ class WriteFileTool(_FileTool):
             return ToolResult(f"error: {clean(path)} is a directory", failed=True)
         old = _old_text(path)
         data = content.encode("utf-8")
-        atomic_write(path, data, may_commit=lambda: not cancel.is_set())
+        through = _editor_write(ctx, path, content, cancel)
+        if isinstance(through, ToolResult):
+            return through
+        if through is None:
+            atomic_write(path, data, may_commit=lambda: not cancel.is_set())
+        else:
+            old = through if through != "" else old
         verb = "created" if old is None else "overwrote"
-        return ToolResult(f"{verb} {clean(path)} ({len(data)} bytes)", diff=Diff(clean(path), _shown(old), content))
+        where = " through the editor" if through is not None else ""
+        return ToolResult(f"{verb} {clean(path)} ({len(data)} bytes){where}", diff=Diff(clean(path), _shown(old), content))
+
+
+def _editor_text(ctx: ToolContext | None, path: str, cancel: Cancel | None) -> str | None:
+    """The editor's text of `path` (tools.clientFs), None: the disk's."""
+    client = ctx.client if ctx is not None else None
+    if client is None or not client.can_read:
+        return None
+    if cancel is not None:
+        return client.read(path, cancel)
+    bounded = Cancel()  # a preview, before any question: an editor that does not answer is not waited for
+    timer = threading.Timer(PREVIEW_WAIT, bounded.set)
+    timer.daemon = True
+    timer.start()
+    try:
+        return client.read(path, bounded)
+    finally:
+        timer.cancel()
+
+
+def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> str | ToolResult | None:
+    """Write through the editor when it offers that: its previous text ("" when it did not say),
+    a failed result when it refused, None when Bob writes the disk itself."""
+    client = ctx.client
+    if client is None or not client.can_write:
+        return None
+    previous = _editor_text(ctx, path, cancel) or ""
+    try:
+        client.write(path, content, cancel)
+    except ClientError as exc:
+        return ToolResult(f"error: the editor could not write {clean(path)}: {exc}", failed=True)
+    return previous
 
 
 def _old_text(path: str) -> str | None:
@@ -305,16 +371,18 @@ class EditFileTool(_FileTool):
         if isinstance(path, ToolResult):
             return None
         try:
-            planned = self._plan(args, path)
-        except (OSError, ValueError):
+            planned = self._plan(args, path, ctx)
+        except (OSError, ValueError, Cancelled):
             return None
         if isinstance(planned, ToolResult):
             return None
         old, new, _count = planned
         return Diff(clean(path), _shown(old), clean(new))
 
-    def _plan(self, args: dict, path: str) -> ToolResult | tuple[str, str, int]:
-        """(old text, new text, replacements) or the ToolResult saying why not."""
+    def _plan(self, args: dict, path: str, ctx: ToolContext | None = None,
+              cancel: Cancel | None = None) -> ToolResult | tuple[str, str, int]:
+        """(old text, new text, replacements) or the ToolResult saying why not. The current text
+        is the editor's when it offers it (an unsaved buffer), after the disk's checks."""
         old_string = _arg(args, "old_string", str)
         new_string = _arg(args, "new_string", str)
         replace_all = _arg(args, "replace_all", bool, required=False) or False
@@ -328,7 +396,8 @@ class EditFileTool(_FileTool):
         data = _read_whole(path)
         if _is_binary(data):
             return ToolResult(f"error: {clean(path)} is a binary file; edit it with bash", failed=True)
-        old = _text(data)
+        editor = _editor_text(ctx, path, cancel)
+        old = editor if editor is not None else _text(data)
         count = old.count(old_string)
         if count == 0:
             return ToolResult(f"error: old_string not found in {clean(path)}; read the file and copy the text exactly",
@@ -340,10 +409,17 @@ class EditFileTool(_FileTool):
         return old, new, count if replace_all else 1
 
     def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
-        planned = self._plan(args, path)
+        planned = self._plan(args, path, ctx, cancel)
         if isinstance(planned, ToolResult):
             return planned
         old, new, count = planned
+        if ctx.client is not None and ctx.client.can_write:
+            try:
+                ctx.client.write(path, new, cancel)
+            except ClientError as exc:
+                return ToolResult(f"error: the editor could not write {clean(path)}: {exc}", failed=True)
+            return ToolResult(f"edited {clean(path)} through the editor: {count} replacement(s)",
+                              diff=Diff(clean(path), _shown(old), clean(new)))
         atomic_write(path, _bytes(new), may_commit=lambda: not cancel.is_set())
         note = "" if old == clean(old) else " (the file is not valid UTF-8; its other bytes were kept as they were)"
         return ToolResult(f"edited {clean(path)}: {count} replacement(s){note}", diff=Diff(clean(path), _shown(old), clean(new)))
