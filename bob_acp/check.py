@@ -29,9 +29,9 @@ def run_check(cfg: Any, out: Any = None) -> int:
         out.write(f"  warning: {warning}\n")
     from bob_acp import sandbox
 
-    line = sandbox.status(cfg)
-    if line is not None:
-        out.write(line + "\n")
+    state = sandbox.status(cfg)
+    if state is not None:
+        out.write(state[0] + "\n")
     key_env = providers.api_key_env(cfg)
     if key_env:
         where = "set" if env.get(key_env) else (f"not set; model.apiKeyFile {cfg.model.apiKeyFile}"

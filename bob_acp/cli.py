@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         # Serving ACP, a broken config is said in the editor, not as "the agent exited": Bob
         # answers initialize, and every prompt with this line and the way to fix it.
         problem = str(exc)
-        cfg = config_module.load(None, env={"XDG_CONFIG_HOME": "/nonexistent-bob-config"}, profile=args.profile)
+        cfg = config_module.defaults(args.profile)
     if args.check:
         from bob_acp.check import run_check
 
@@ -266,7 +266,9 @@ def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:
     if cfg.tools.sandbox != "off":
         from bob_acp import sandbox
 
-        line = sandbox.status(cfg)
-        (log.warning if "cannot be had" in (line or "") or "best-effort:" in (line or "") else log.info)(line)
+        state = sandbox.status(cfg)
+        if state is not None:
+            line, warning = state
+            (log.warning if warning else log.info)(line)
     for warning in catalog.warnings:
         log.warning(f"skills: {warning}")

@@ -370,6 +370,6 @@ def _resolve(path: str, base_dir: str) -> str:
     return os.path.normpath(os.path.join(base_dir, os.path.expanduser(path)))
 
 
-def defaults() -> Config:
-    """The built-in defaults alone (tests and tools that need a Config without a file)."""
-    return load(env={"XDG_CONFIG_HOME": "/nonexistent-bob-config"})
+def defaults(profile: str | None = None) -> Config:
+    """The built-in defaults alone, of a profile (tests, and a Bob whose config file is broken)."""
+    return load(env={"XDG_CONFIG_HOME": "/nonexistent-bob-config"}, profile=profile)

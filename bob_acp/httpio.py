@@ -145,6 +145,19 @@ def _socket_of(response: Any) -> Any:
     return None
 
 
+def url_secrets(url: str) -> list[str]:
+    """The parts of a URL where tokens travel (query, fragment, user, password): never to be shown
+    in a log or an error line."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        found = (parts.query, parts.fragment, parts.password, parts.username)
+    except ValueError:
+        return []
+    return [s for s in found if s and len(s) >= 4]
+
+
 def public_url(url: str) -> str:
     """`url` as it may be shown and logged: scheme, host, port and path; no user, password,
     query or fragment (where tokens travel)."""

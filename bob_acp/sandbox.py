@@ -109,8 +109,9 @@ def for_session(cfg: Any, cwd: str, owner: str) -> Sandbox | None:
                    abi())
 
 
-def status(cfg: Any) -> str | None:
-    """One line on the sandbox's state for the log and --check; None when it is off."""
+def status(cfg: Any) -> tuple[str, bool] | None:
+    """One line on the sandbox's state for the log and --check, and whether it is a warning (the
+    sandbox is not what was asked for); None when it is off."""
     mode = cfg.tools.sandbox
     if mode == "off":
         return None
@@ -119,10 +120,12 @@ def status(cfg: Any) -> str | None:
     probe = Sandbox((), bool(cfg.tools.sandboxNetwork), mode == "best-effort", "", version)
     problem = probe.problem()
     if problem is None:
-        return f"sandbox: {mode}, Landlock ABI {version}: writes only in the project and temporary folders, network {network}"
+        return (f"sandbox: {mode}, Landlock ABI {version}: writes only in the project and temporary folders, "
+                f"network {network}"), False
     if mode == "best-effort":
-        return f"sandbox: best-effort: {problem}; commands run with what the kernel offers"
-    return f"sandbox: workspace cannot be had: {problem}; bash calls are refused (tools.sandbox: best-effort runs them)"
+        return f"sandbox: best-effort: {problem}; commands run with what the kernel offers", True
+    return (f"sandbox: workspace cannot be had: {problem}; bash calls are refused (tools.sandbox: best-effort "
+            "runs them)"), True
 
 
 def looks_denied(output: str) -> bool:

@@ -58,16 +58,8 @@ class ClientFiles:
     def _ask(self, method: str, params: dict, cancel: Cancel) -> Any:
         from bob_acp.exceptions import Cancelled
 
-        endpoint = self._server.endpoint
-        pending = endpoint.request(method, params, cancel.is_set)
-        unsubscribe = cancel.subscribe(pending.abandon)
-        try:
-            outcome = pending.wait()
-        finally:
-            unsubscribe()
+        outcome = self._server.ask_client(method, params, cancel)
         if cancel.is_set():
-            if outcome.closed:
-                endpoint.cancel_request(pending)
             raise Cancelled()
         if outcome.closed:
             raise ClientError("the connection ended")

@@ -37,6 +37,21 @@ def image_problem(block: dict) -> str | None:
     return None
 
 
+def refusal(blocks: list, embedded: bool, pictures: bool) -> str | None:
+    """Why a prompt is refused, naming its block, or None. Only with the opt-in prompt
+    capabilities (acp.embeddedContext, acp.images); the default profile ignores what it does not
+    take."""
+    for index, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "audio" and embedded:
+            return f"prompt[{index}]: audio blocks are not supported by this agent (promptCapabilities.audio is false)"
+        if kind == "image" and pictures:
+            problem = image_problem(block)
+            if problem:
+                return f"prompt[{index}]: image: {problem}"
+    return None
+
+
 def images(blocks: list) -> list[dict]:
     """The prompt's image blocks, as the history keeps them ({mimeType, data}; checked already)."""
     return [{"mimeType": b["mimeType"], "data": b["data"]} for b in blocks

@@ -137,6 +137,20 @@ class AgentServer:
             raise RpcError.method_not_found(method)
         return handler
 
+    def ask_client(self, method: str, params: dict, cancel: Any) -> Any:
+        """One request to the client (a permission question, a file): its Outcome. A cancel of
+        the turn ends the wait at once, and a request given up so is withdrawn (with
+        acp.cancelRequest), so the editor can close what it shows for it."""
+        pending = self.endpoint.request(method, params, cancel.is_set)
+        unsubscribe = cancel.subscribe(pending.abandon)
+        try:
+            outcome = pending.wait()
+        finally:
+            unsubscribe()
+        if outcome.closed and cancel.is_set():
+            self.endpoint.cancel_request(pending)
+        return outcome
+
     def update(self, sid: str, update: dict, give_up: Callable[[], bool] | None = None) -> None:
         self.endpoint.notify(p.SESSION_UPDATE, {"sessionId": sid, "update": update}, give_up)
 

@@ -52,18 +52,9 @@ class Handlers:
         session = server.session(params)
         if not isinstance(params.get("prompt"), list):
             raise RpcError.invalid_params("prompt: must be an array of content blocks")
-        if server.cfg.acp.embeddedContext:  # (with the opt-in prompt capabilities, what is not taken is said)
-            for index, block in enumerate(params["prompt"]):
-                kind = block.get("type") if isinstance(block, dict) else None
-                if kind == "audio":
-                    raise RpcError.invalid_params(f"prompt[{index}]: audio blocks are not supported by this agent "
-                                                  "(promptCapabilities.audio is false)")
-        if server.cfg.acp.images:
-            for index, block in enumerate(params["prompt"]):
-                if isinstance(block, dict) and block.get("type") == "image":
-                    problem = prompts.image_problem(block)
-                    if problem:
-                        raise RpcError.invalid_params(f"prompt[{index}]: image: {problem}")
+        problem = prompts.refusal(params["prompt"], server.cfg.acp.embeddedContext, server.cfg.acp.images)
+        if problem:
+            raise RpcError.invalid_params(problem)
         with server.sessions_lock:
             if session.loading:
                 raise RpcError.invalid_request(f"session {session.id} is being loaded; prompt once session/load "

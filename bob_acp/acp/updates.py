@@ -84,14 +84,7 @@ class TurnSink:
                                        self._proposed(call)),
             "options": options,
         }
-        pending = self.server.endpoint.request(p.REQUEST_PERMISSION, params, cancel.is_set)
-        unsubscribe = cancel.subscribe(pending.abandon)
-        try:
-            outcome = pending.wait()
-        finally:
-            unsubscribe()
-        if outcome.closed and cancel.is_set():  # we stopped waiting: the editor may close its dialog
-            self.server.endpoint.cancel_request(pending)
+        outcome = self.server.ask_client(p.REQUEST_PERMISSION, params, cancel)
         choice = chosen_option(outcome, {o["optionId"] for o in options})
         if choice == p.REJECT:
             call.reason = rejection_reason(outcome)

@@ -237,7 +237,8 @@ class Chat:
     def show_mode(self, mode: object) -> None:
         """A session that asks less than `ask` always says so on screen."""
         if isinstance(mode, str) and mode != "ask":
-            what = "file edits in this project run" if mode == "allow-edits" else "tool calls run"
+            what = {"allow-edits": "file edits in this project run",
+                    "sandboxed": "commands in the sandbox and file edits in this project run"}.get(mode, "tool calls run")
             self.screen.line(f"approval mode: {visible.line(mode)} ({what} without asking)", "yellow")
 
     def turn(self, text: str) -> str:

@@ -262,9 +262,7 @@ class HttpConnection(Connection):
         self._ids = 0
         self._lock = threading.Lock()
         self._closed = False
-        # What an error line must never show: a token in the URL's query or its user part.
-        parts = urlsplit(url)
-        self._hidden = [s for s in (parts.query, parts.fragment, parts.password, parts.username) if s and len(s) >= 4]
+        self._hidden = httpio.url_secrets(url)  # what an error line must never show
         _opened(self)
 
     def scrub(self, text: str) -> str:

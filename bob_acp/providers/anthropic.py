@@ -17,7 +17,7 @@ from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
-from bob_acp.providers.shapes import error_message, malformed, new_call_id, parse_arguments
+from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
@@ -200,7 +200,7 @@ def _delta(payload: dict, blocks: dict[int, dict], text: list[str], answer: Join
     elif kind == "thinking_delta":
         piece = delta.get("thinking")
         if not isinstance(piece, str):  # display-only: dropped, never the turn failed for it
-            _dropped("thinking_delta.thinking is not text")
+            dropped_reasoning("thinking_delta.thinking is not text")
             return
         blocks.setdefault(index, _new_block({"type": "thinking"}))["thinking"].append(piece)
         shown = reasoning.feed(piece)
@@ -209,15 +209,9 @@ def _delta(payload: dict, blocks: dict[int, dict], text: list[str], answer: Join
     elif kind == "signature_delta":
         piece = delta.get("signature")
         if not isinstance(piece, str):  # the block stays unsigned: shown, never sent back
-            _dropped("signature_delta.signature is not text")
+            dropped_reasoning("signature_delta.signature is not text")
             return
         blocks.setdefault(index, _new_block({"type": "thinking"}))["signature"] += piece
-
-
-def _dropped(what: str) -> None:
-    from bob_acp import log
-
-    log.get("bob.providers").warning(f"[acp] a reasoning piece was dropped: {what}")
 
 
 def _take_usage(value: Any, usage: Usage) -> None:

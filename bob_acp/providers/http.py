@@ -74,7 +74,7 @@ def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, cfg: An
     (one line, never the key: servers echo it in their errors, requests puts it in reprs) or
     Cancelled.
     """
-    hidden = url_secrets(url)
+    hidden = httpio.url_secrets(url)
     try:
         with pool.session() as lease:
             with _stream_lines(lease, url, headers, body, cfg, cancel, error_message, stream or Quiet(),
@@ -194,16 +194,6 @@ def arriving_lines(raw: Any, limit: int = MAX_REPLY_BYTES,
                    too_long: Callable[[int], Exception] = too_long_reply) -> Iterator[bytes]:
     """A model reply's lines as they arrive (bob_acp.httpio), cut off past MAX_REPLY_BYTES."""
     return httpio.arriving_lines(raw, limit, too_long)
-
-
-def url_secrets(url: str) -> list[str]:
-    """The parts of a URL where tokens travel (query, user, password): never shown in an error."""
-    try:
-        parts = urlsplit(url)
-        found = (parts.query, parts.password, parts.username)
-    except ValueError:
-        return []
-    return [s for s in found if s and len(s) >= 4]
 
 
 def endpoint_url(base: str, path: str) -> str:

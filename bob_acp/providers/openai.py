@@ -15,7 +15,7 @@ from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
-from bob_acp.providers.shapes import error_message, malformed, new_call_id, parse_arguments
+from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 REASONING_LEVELS = ("default", "low", "medium", "high")  # reasoning_effort ("default": not sent)
@@ -173,9 +173,7 @@ def _reasoning_of(value: Any, key: str) -> str:
     try:
         return _text_of(value, key)
     except ModelError as exc:
-        from bob_acp import log
-
-        log.get("bob.providers").warning(f"[acp] a reasoning piece was dropped: {exc}")
+        dropped_reasoning(str(exc))
         return ""
 
 

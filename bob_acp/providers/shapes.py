@@ -41,5 +41,13 @@ def parse_arguments(name: str, text: str) -> dict:
     return value
 
 
+def dropped_reasoning(what: str) -> None:
+    """Reasoning is display-only: a piece of the wrong shape is dropped with a log line, never the
+    turn failed for it."""
+    from bob_acp import log
+
+    log.get("bob.providers").warning(f"[acp] a reasoning piece was dropped: {what}")
+
+
 def malformed(what: str) -> ModelError:
     return ModelError(f"model API sent a malformed stream event: {what}")
