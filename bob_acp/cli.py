@@ -160,7 +160,8 @@ def serve(cfg: Any, problem: str | None = None) -> int:
     known = secrets.values(cfg, env, key)
     logging_setup.add_secrets(known)
     redactor = secrets.Redactor(known)
-    secrets.hide_from_children(secrets.dropped(cfg, env))  # `env` keeps them for Bob's own use
+    hidden = secrets.dropped(cfg, env)
+    secrets.hide_from_children(hidden)  # `env` keeps them for Bob's own use
     provider = providers.make_provider(cfg, env, known, key) if problem is None else None
     no_model = providers.no_model_message(cfg, env) if problem is None else providers.config_problem_message(problem)
     if problem is not None:
@@ -174,7 +175,8 @@ def serve(cfg: Any, problem: str | None = None) -> int:
     endpoint: Any = None
     writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
     server = AgentServer(cfg, log, provider, no_model, env=secrets.child_env(cfg, env),
-                         redact=redactor.tree if redactor else None, config_problem=problem)
+                         redact=redactor.tree if redactor else None, config_problem=problem,
+                         hidden_env=tuple(dict.fromkeys([*secrets.key_variables(cfg), *hidden])))
     wake_r, wake_w = os.pipe()
 
     def closed() -> None:

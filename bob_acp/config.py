@@ -61,6 +61,7 @@ SCHEMA: dict[str, Any] = {
         "sandboxNetwork": Key("bool", False),
         "plan": Key("bool", False),  # the update_plan tool (the editor shows the plan)
         "clientFs": Key("bool", False),  # file tools read and write through the editor (fs/*)
+        "clientTerminal": Key("bool", False),  # bash runs in the editor's terminal (terminal/*)
         "env": {
             "drop": Key("list[str]", ["*_API_KEY", "*_SECRET*", "*_TOKEN"]),
         },
@@ -85,6 +86,7 @@ SCHEMA: dict[str, Any] = {
         "embeddedContext": Key("bool", False),  # resource blocks in prompts (an editor's @-mention with content)
         "images": Key("bool", False),  # image blocks in prompts, given to the model
         "cancelRequest": Key("bool", False),  # $/cancel_request, both ways
+        "additionalDirectories": Key("bool", False),  # sessions over more folders than one
     },
     "permissions": {
         "mode": Key("enum", "ask", choices=("ask", "sandboxed", "allow-edits", "allow-all")),
@@ -121,6 +123,8 @@ FULL_PROFILE: dict[str, Any] = {
     "acp.embeddedContext": True,
     "acp.images": True,
     "acp.cancelRequest": True,
+    "tools.clientTerminal": True,
+    "acp.additionalDirectories": True,
 }
 
 ENV_OVERRIDES = {

@@ -1,6 +1,6 @@
 """The sandbox for what Bob runs (`tools.sandbox`): every bash command started through a small
 launcher (bob_acp/sandbox_exec.py) that confines itself with Linux Landlock and then execs bash,
-so the command and everything it starts can write only inside the session's folder, the system
+so the command and everything it starts can write only inside the session's folders, the system
 temporary folder and a cache folder of the session's own, and (unless `tools.sandboxNetwork`)
 cannot open or accept TCP connections.
 
@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from bob_acp.workspace import Workspace
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_exec.py")
 NETWORK_ABI = 4  # the first Landlock ABI that can deny TCP
@@ -99,13 +101,14 @@ class Sandbox:
         return base
 
 
-def for_session(cfg: Any, cwd: str, owner: str) -> Sandbox | None:
-    """The sandbox of a session's commands, or None when tools.sandbox is off."""
+def for_session(cfg: Any, ws: Workspace, owner: str) -> Sandbox | None:
+    """The sandbox of a session's commands (writable: every root of the workspace and the
+    temporary folder), or None when tools.sandbox is off."""
     mode = cfg.tools.sandbox
     if mode == "off":
         return None
     cache = os.path.join(tempfile.gettempdir(), f"bob-cache-{os.getuid()}-{owner or 'session'}")
-    return Sandbox((cwd, tempfile.gettempdir()), bool(cfg.tools.sandboxNetwork), mode == "best-effort", cache,
+    return Sandbox((*ws.roots, tempfile.gettempdir()), bool(cfg.tools.sandboxNetwork), mode == "best-effort", cache,
                    abi())
 
 

@@ -5,7 +5,10 @@ load), `<cwd>/<sessions.dir>/<id>.json`:
 
     {"version": 2, "id": "20261203-101530-4f2a9c1e", "cwd": "/abs/project", "title": "…",
      "createdAt": "2026-12-03T10:15:30Z", "updatedAt": "…", "generation": 7,
-     "choices": {"model": "…", "mode": "ask"}, "messages": [<bob_acp.history messages>]}
+     "choices": {"model": "…", "mode": "ask"}, "additionalDirectories": ["/abs/other"],
+     "messages": [<bob_acp.history messages>]}
+
+(`additionalDirectories` only when the session has further roots: acp.additionalDirectories.)
 
 Everything but `messages` comes first, so a listing reads only the head of each file. Only the
 conversation is stored, with known secrets redacted: nothing from the config or the environment.
@@ -97,6 +100,7 @@ class StoredSession:
     updated_at: str
     title: str | None = None
     choices: dict = field(default_factory=dict)
+    more: tuple[str, ...] = ()  # further roots (additionalDirectories)
 
 
 @dataclass
@@ -105,6 +109,7 @@ class ListedSession:
     cwd: str
     title: str | None
     updated_at: str
+    more: tuple[str, ...] = ()
 
 
 @dataclass
@@ -154,7 +159,8 @@ class SessionStore:
             raise ValueError(f"not a valid session id: {sid!r}")
         return os.path.join(self.folder, sid + ".json")
 
-    def save(self, sid: str, messages: list[dict], title: str | None = None, choices: dict | None = None) -> str:
+    def save(self, sid: str, messages: list[dict], title: str | None = None, choices: dict | None = None,
+             more: tuple[str, ...] = ()) -> str:
         """Write the session; returns the id it was written under (another one when a second
         process changed this session's file since this process last read or wrote it)."""
         path = self.path_for(sid)
@@ -165,22 +171,24 @@ class SessionStore:
                 known = _seen.get(path)
             now_on_disk = _signature(path)
             if now_on_disk is None or known is None or now_on_disk == known:
-                self._write(path, sid, head, messages, title, choices)
+                self._write(path, sid, head, messages, title, choices, more)
                 return sid
         forked = new_id()
         if self._log is not None:
             self._log.warning(f"[acp] session {sid}: its file changed on disk since this process wrote it "
                               f"(another process on the same session?); the file is kept and this "
                               f"conversation is saved as {forked}")
-        return self.save(forked, messages, fork_title(title or head.get("title")), choices)
+        return self.save(forked, messages, fork_title(title or head.get("title")), choices, more)
 
     def _write(self, path: str, sid: str, head: dict, messages: list[dict], title: str | None,
-               choices: dict | None) -> None:
-        document = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
-                    "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
-                    "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
-                    "turns": sum(1 for m in messages if m["role"] == "user"),
-                    "messages": self._redact(messages) if self._redact else messages}
+               choices: dict | None, more: tuple[str, ...]) -> None:
+        document: dict = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
+                          "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
+                          "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
+                          "turns": sum(1 for m in messages if m["role"] == "user")}
+        if more:
+            document["additionalDirectories"] = list(more)
+        document["messages"] = self._redact(messages) if self._redact else messages
         self._make_folder()
         atomic_write(path, codec.dumps(document, option=codec.OPT_INDENT_2) + b"\n")
         with _seen_lock:
@@ -232,7 +240,8 @@ class SessionStore:
         title = document.get("title") if isinstance(document.get("title"), str) else None
         return StoredSession(sid, str(document.get("cwd", self.cwd)), history.repaired(document["messages"]),
                              str(document.get("createdAt", "")), str(document.get("updatedAt", "")), title,
-                             {k: v for k, v in choices.items() if isinstance(k, str) and isinstance(v, str)})
+                             {k: v for k, v in choices.items() if isinstance(k, str) and isinstance(v, str)},
+                             _roots(document))
 
     def delete(self, sid: str) -> bool:
         path = self.path_for(sid)
@@ -243,9 +252,6 @@ class SessionStore:
         with _seen_lock:
             _seen.pop(path, None)
         return True
-
-    def exists(self, sid: str) -> bool:
-        return valid_id(sid) and os.path.isfile(self.path_for(sid))
 
     def entries(self) -> list[tuple[int, str]]:
         """(change time in ns, id) of each session file here: one stat each, no file read."""
@@ -276,12 +282,22 @@ class SessionStore:
             return None  # nobody wrote in it (an editor opens a session per chat): nothing to resume
         when = head.get("updatedAt") if isinstance(head.get("updatedAt"), str) else _iso(mtime_ns)
         title = head.get("title") if isinstance(head.get("title"), str) else None
-        return ListedSession(sid, str(head.get("cwd") or self.cwd), title, when)
+        return ListedSession(sid, str(head.get("cwd") or self.cwd), title, when, _roots(head))
 
 
-def page(stores: list["SessionStore"], cursor: str | None, limit: int) -> tuple[list[ListedSession], str | None]:
-    """A page of the sessions of these stores, the most recently updated first, and the cursor
-    of the next page (None at the end). Only the page's files are read, and only their heads."""
+def _roots(document: dict) -> tuple[str, ...]:
+    """The further roots a session file names (absolute paths only; anything else is ignored)."""
+    value = document.get("additionalDirectories")
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value[:64] if isinstance(v, str) and os.path.isabs(v) and "\0" not in v)
+
+
+def page(stores: list["SessionStore"], cursor: str | None, limit: int,
+         keep: Callable[[ListedSession], bool] | None = None) -> tuple[list[ListedSession], str | None]:
+    """A page of the sessions of these stores (those `keep` accepts), the most recently updated
+    first, and the cursor of the next page (None at the end). Only the page's files are read,
+    and only their heads."""
     keyed = sorted({(mtime, sid, i) for i, store in enumerate(stores) for mtime, sid in store.entries()},
                    reverse=True)
     after = decode_cursor(cursor)
@@ -294,7 +310,7 @@ def page(stores: list["SessionStore"], cursor: str | None, limit: int) -> tuple[
             return listed, encode_cursor(last)
         last = (mtime, sid)
         item = stores[i].listed(sid, mtime)
-        if item is not None:
+        if item is not None and (keep is None or keep(item)):
             listed.append(item)
     return listed, None
 

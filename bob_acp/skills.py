@@ -76,16 +76,18 @@ def shipped_dir() -> str:
     return os.path.dirname(os.path.abspath(shipped_skills.__file__))
 
 
-def search_path(cwd: str, cfg: Any, env: dict | None = None) -> list[tuple[str, str]]:
+def search_path(cwd: str, cfg: Any, env: dict | None = None, more: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     env = os.environ if env is None else env
-    return _search_path(cwd, env.get("XDG_CONFIG_HOME") or "", env.get("HOME") or "", tuple(cfg.skills.dirs))
+    return _search_path(cwd, more, env.get("XDG_CONFIG_HOME") or "", env.get("HOME") or "", tuple(cfg.skills.dirs))
 
 
 @functools.lru_cache(maxsize=256)
-def _search_path(cwd: str, xdg: str, home: str, dirs: tuple[str, ...]) -> list[tuple[str, str]]:
+def _search_path(cwd: str, more: tuple[str, ...], xdg: str, home: str, dirs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Later places win a name: the further roots' project skills come before the session
+    folder's own, so its own win."""
     config_home = xdg or os.path.join(home or os.path.expanduser("~"), ".config")
-    places = [("shipped", shipped_dir()), ("user", os.path.join(config_home, "bob", "skills")),
-              ("project", os.path.join(cwd, ".bob", "skills"))]
+    places = [("shipped", shipped_dir()), ("user", os.path.join(config_home, "bob", "skills"))]
+    places += [("project", os.path.join(root, ".bob", "skills")) for root in (*reversed(more), cwd)]
     return places + [("skills.dirs", d) for d in dirs]
 
 
@@ -95,12 +97,12 @@ _cache_lock = threading.Lock()
 MAX_CACHED_CATALOGS = 256
 
 
-def discover(cwd: str, cfg: Any, env: dict | None = None) -> Catalog:
+def discover(cwd: str, cfg: Any, env: dict | None = None, more: tuple[str, ...] = ()) -> Catalog:
     """The skills of these places. Every call looks at the file system again (a skill added
     between two sessions appears in the second), but only with stats: a place is parsed again
     only when it or one of its SKILL.md files changed, and an unchanged set of places gives
     the very same Catalog (whose derived texts are then reused)."""
-    places = search_path(cwd, cfg, env)
+    places = search_path(cwd, cfg, env, more)
     signatures = [(source, folder, _signature(folder)) for source, folder in places]
     key = tuple(signatures)
     with _cache_lock:

@@ -16,6 +16,7 @@ import threading
 
 from bob_acp import skills
 from bob_acp.jsonrpc.codec import clean
+from bob_acp.workspace import Workspace
 
 MAX_AGENTS_MD = 64 * 1024
 MAX_LEVELS = 64  # folders searched upwards for the git root
@@ -43,26 +44,28 @@ _cache_lock = threading.Lock()
 _built: dict[tuple, tuple] = {}
 
 
-def build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime | None = None,
+def build(ws: Workspace, catalog: "skills.Catalog", now: datetime.datetime | None = None,
           tools: list[str] | tuple[str, ...] = BUILTIN_TOOLS) -> str:
     """The prompt; the same inputs (the same catalogue object, unchanged AGENTS.md files, the
     same day) give the same string without building it again (session/new is on the dispatcher)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    agents = agents_files(cwd)
-    key = (cwd, id(catalog), now.toordinal(), tuple(tools), tuple(agents))
+    agents = agents_files(ws.cwd)
+    for root in ws.more:
+        agents += [found for found in agents_files(root) if found not in agents]
+    key = (ws, id(catalog), now.toordinal(), tuple(tools), tuple(agents))
     cached = _built.get(key)
     if cached is not None and cached[0] is catalog:
         return cached[1]
-    text = _build(cwd, catalog, now, tools, agents)
+    text = _build(ws, catalog, now, tools, agents)
     if len(_built) > 256:
         _built.clear()
     _built[key] = (catalog, text)  # the catalogue is kept alive with its entry: its id stays its own
     return text
 
 
-def _build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime, tools: list[str] | tuple[str, ...],
+def _build(ws: Workspace, catalog: "skills.Catalog", now: datetime.datetime, tools: list[str] | tuple[str, ...],
            agents: list[tuple[str, str]]) -> str:
-    parts = [INSTRUCTIONS, _environment(cwd, now)]
+    parts = [INSTRUCTIONS, _environment(ws, now)]
     more = [name for name in tools if name not in BUILTIN_TOOLS and name != PLAN_TOOL]
     if PLAN_TOOL in tools:
         parts.append("For work of several steps, set a plan with update_plan first (the user sees it as a "
@@ -78,11 +81,13 @@ def _build(cwd: str, catalog: "skills.Catalog", now: datetime.datetime, tools: l
     return "\n\n".join(parts)
 
 
-def _environment(cwd: str, now: datetime.datetime) -> str:
+def _environment(ws: Workspace, now: datetime.datetime) -> str:
     shell = clean(os.environ.get("SHELL", "/bin/sh"))
+    more = "".join(f"- also part of this workspace (absolute paths; the same rules as the working directory): "
+                   f"{clean(root)}\n" for root in ws.more)
     return (
         "Environment:\n"
-        f"- working directory: {clean(cwd)}\n"
+        f"- working directory: {clean(ws.cwd)}\n{more}"
         f"- operating system: {_platform}\n"
         f"- shell for the bash tool: bash (the user's login shell is {shell})\n"
         f"- date: {now.strftime('%Y-%m-%d')} (UTC)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bob_acp import config, history, log, sessions
+from bob_acp import config, history, log, sessions, workspace
 from bob_acp.acp import params, saved
 from bob_acp.acp.server import AgentServer
 from bob_acp.jsonrpc.errors import RpcError
@@ -103,7 +103,7 @@ def test_pages_follow_the_cursor_and_refuse_a_forged_one(tmp_path):
 
 def test_a_replayed_tool_call_keeps_its_title_kind_and_fenced_output(tmp_path):
     item = sessions.ReplayItem("tool", ref="call_9", name="read_file", arguments={"path": "a.py"}, output="x = 1\n")
-    frame = saved.replay_update(item, str(tmp_path))
+    frame = saved.replay_update(item, workspace.of(str(tmp_path)))
     assert (frame["title"], frame["kind"], frame["status"]) == ("read_file: a.py", "read", "completed")
     assert frame["content"][0]["content"]["text"] == "```python\nx = 1\n```"
     assert frame["locations"] == [{"path": str(tmp_path / "a.py")}]

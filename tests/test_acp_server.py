@@ -5,7 +5,7 @@ import datetime
 
 import pytest
 
-from bob_acp import config, history, log, sessions, skills, system_prompt
+from bob_acp import config, history, log, sessions, skills, system_prompt, workspace
 from bob_acp.acp.server import AgentServer
 from bob_acp.acp.updates import chosen_option
 from bob_acp.jsonrpc.endpoint import Outcome
@@ -49,9 +49,9 @@ def test_bob_without_auth_methods_answers_authenticate_with_nothing():
 def test_a_session_id_the_connection_holds_is_refused_and_the_held_one_kept(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
-    first = srv.make_session("20260101-000000-00000001", str(tmp_path), None)
+    first = srv.make_session("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
     srv.admit(first)
-    again = srv.make_session("20260101-000000-00000001", str(tmp_path), None)
+    again = srv.make_session("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
     with pytest.raises(RpcError) as info:
         srv.admit(again)
     assert info.value.code == -32603
@@ -76,20 +76,20 @@ def test_only_a_selection_of_an_offered_option_counts(outcome, expected):
 def test_system_prompt_holds_instructions_environment_skills_and_agents_md(tmp_path):
     (tmp_path / "AGENTS.md").write_text("Always run `make check` before committing.\n")
     catalog = skills.discover(str(tmp_path), config.defaults(), env={"XDG_CONFIG_HOME": str(tmp_path / "none")})
-    text = system_prompt.build(str(tmp_path), catalog, datetime.datetime(2026, 12, 3, tzinfo=datetime.timezone.utc))
+    text = system_prompt.build(workspace.of(str(tmp_path)), catalog, datetime.datetime(2026, 12, 3, tzinfo=datetime.timezone.utc))
     assert text.startswith("You are Bob, a bash-first coding agent")
     assert f"working directory: {tmp_path}" in text and "date: 2026-12-03" in text
     assert "- greetings: Greet somebody with a festive message." in text
     assert "Always run `make check` before committing." in text
     other = tmp_path / "other"
     other.mkdir()
-    assert "make check" not in system_prompt.build(str(other), catalog)
+    assert "make check" not in system_prompt.build(workspace.of(str(other)), catalog)
 
 
 def test_load_replaces_the_stored_system_prompt(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
     stored = [history.system("an old prompt"), history.user("hi"), history.assistant("hello")]
-    session = srv.make_session(sessions.new_id(), str(tmp_path), stored)
+    session = srv.make_session(sessions.new_id(), workspace.of(str(tmp_path)), stored)
     assert session.conv.messages[0]["content"].startswith("You are Bob")
     assert session.conv.messages[1:] == stored[1:]

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bob_acp import config, history, sessions
+from bob_acp import config, history, sessions, workspace
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
@@ -30,7 +30,7 @@ def ctx(tmp_path):
     path.write_text(yaml.safe_dump({"tools": {"maxReadBytes": 64}}))
     work = tmp_path / "work"
     work.mkdir()
-    return ToolContext(cwd=str(work), config=config.load(str(path), env={}),
+    return ToolContext(workspace=workspace.of(str(work)), config=config.load(str(path), env={}),
                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work), "LANG": "C.UTF-8"})
 
 
@@ -118,7 +118,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_safely(tmp_path):
     with open(raw, "wb") as handle:
         handle.write(b"#!/bin/sh\n")
     skill = Skill("odd", "Odd names.", str(folder), "Run it.\n")
-    ctx = ToolContext(cwd=str(tmp_path), config=config.defaults(), skills={"odd": skill})
+    ctx = ToolContext(workspace=workspace.of(str(tmp_path)), config=config.defaults(), skills={"odd": skill})
     result = ReadSkillTool().run({"name": "odd"}, ctx, Cancel())
     assert "\ufffd\ufffd.sh" in result.output
     codec.dumps({"output": result.output})  # encodes: it can reach a frame and the history
@@ -126,7 +126,7 @@ def test_a_file_name_that_is_not_utf8_is_shown_safely(tmp_path):
 
 def test_a_home_that_is_not_utf8_never_breaks_a_frame(ctx, monkeypatch):
     monkeypatch.setenv("HOME", os.fsdecode(b"/tmp/h\xe9me"))
-    locations = files.WriteFileTool().locations({"path": "~/notes.txt"}, ctx.cwd)
+    locations = files.WriteFileTool().locations({"path": "~/notes.txt"}, ctx.workspace)
     assert locations[0].path == "/tmp/h\ufffdme/notes.txt"
 
 
@@ -286,7 +286,7 @@ def test_every_history_the_engine_produces_round_trips_through_save_and_load(tmp
 
     engine = Engine(config.defaults(), Provider())
     from bob_acp.skills import Catalog
-    conv = engine.new_conversation(str(folder), Catalog())
+    conv = engine.new_conversation(workspace.of(str(folder)), Catalog())
     engine.run_turn(conv, codec.clean(question), Sink(), Cancel())
     store = sessions.SessionStore(str(folder), ".bob/sessions")
     sid = sessions.new_id()

@@ -10,7 +10,7 @@ import time
 import pytest
 import yaml
 
-from bob_acp import atomic, config, log
+from bob_acp import atomic, config, log, workspace
 from bob_acp.acp.turn_queue import TurnQueue
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
@@ -25,7 +25,7 @@ def ctx(tmp_path):
     path.write_text(yaml.safe_dump({}))
     work = tmp_path / "work"
     work.mkdir()
-    return ToolContext(cwd=str(work), config=config.load(str(path), env={}),
+    return ToolContext(workspace=workspace.of(str(work)), config=config.load(str(path), env={}),
                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(work), "LANG": "C.UTF-8"})
 
 

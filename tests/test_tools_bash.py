@@ -9,7 +9,7 @@ import pytest
 import yaml
 from procs import wait_gone, wait_present
 
-from bob_acp import config
+from bob_acp import config, workspace
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.tools import bash
@@ -25,7 +25,7 @@ def ctx(tmp_path):
         path.write_text(yaml.safe_dump({"tools": {"bash": tools}} if tools else {}))
         # bash gets a small environment of the test's own, not the developer's whole one
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-        return ToolContext(cwd=str(tmp_path), config=config.load(str(path), env={}), env=env)
+        return ToolContext(workspace=workspace.of(str(tmp_path)), config=config.load(str(path), env={}), env=env)
     return make
 
 

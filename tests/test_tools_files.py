@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from bob_acp import config, tools
+from bob_acp import config, tools, workspace
 from bob_acp.cancel import Cancel
 from bob_acp.skills import Skill
 from bob_acp.tools.base import ToolContext
@@ -19,7 +19,7 @@ def ctx(tmp_path):
                   [str(tmp_path / "skills" / "demo" / "run.sh")])
     work = tmp_path / "work"
     work.mkdir()
-    return ToolContext(cwd=str(work), config=config.load(str(path), env={}), skills={"demo": skill})
+    return ToolContext(workspace=workspace.of(str(work)), config=config.load(str(path), env={}), skills={"demo": skill})
 
 
 def call(tool, ctx, **args):
@@ -69,7 +69,7 @@ def test_write_file_new_and_existing_with_diffs(ctx):
     assert (first.diff.path, first.diff.old_text, first.diff.new_text) == (path, None, "one\n")
     second = call("write_file", ctx, path="deep/dir/f.txt", content="two\n")
     assert (second.diff.old_text, second.diff.new_text) == ("one\n", "two\n")
-    assert [loc.path for loc in tools.get("write_file").locations({"path": "deep/dir/f.txt"}, ctx.cwd)] == [path]
+    assert [loc.path for loc in tools.get("write_file").locations({"path": "deep/dir/f.txt"}, ctx.workspace)] == [path]
 
 
 def test_write_file_keeps_mode_and_follows_symlinks(ctx):

@@ -26,12 +26,36 @@ def required_str(params: dict, name: str) -> str:
 
 
 def cwd_param(params: dict) -> str:
-    cwd = required_str(params, "cwd")
-    if not os.path.isabs(cwd):
-        raise RpcError.invalid_params(f"cwd: must be an absolute path, got {cwd[:200]!r}")
-    if "\0" in cwd or not os.path.isdir(cwd):
-        raise RpcError.invalid_params(f"cwd: not a directory: {cwd[:200]!r}")
-    return os.path.normpath(cwd)
+    return _folder(required_str(params, "cwd"), "cwd")
+
+
+def _folder(path: str, name: str) -> str:
+    if not os.path.isabs(path):
+        raise RpcError.invalid_params(f"{name}: must be an absolute path, got {path[:200]!r}")
+    if "\0" in path or not os.path.isdir(path):
+        raise RpcError.invalid_params(f"{name}: not a directory: {path[:200]!r}")
+    return os.path.normpath(path)
+
+
+MAX_ROOTS = 64
+
+
+def more_roots(params: dict, wanted: bool) -> list[str] | None:
+    """`additionalDirectories` (acp.additionalDirectories), each checked like `cwd`; None when
+    the request has none (or the feature is off: the field is then ignored, as before)."""
+    value = params.get("additionalDirectories")
+    if not wanted or value is None:
+        return None
+    if not isinstance(value, list):
+        raise RpcError.invalid_params("additionalDirectories: must be an array of absolute paths")
+    if len(value) > MAX_ROOTS:
+        raise RpcError.invalid_params(f"additionalDirectories: at most {MAX_ROOTS} folders")
+    roots = []
+    for index, path in enumerate(value):
+        if not isinstance(path, str):
+            raise RpcError.invalid_params(f"additionalDirectories[{index}]: must be a string")
+        roots.append(_folder(path, f"additionalDirectories[{index}]"))
+    return roots
 
 
 def mcp_servers(params: dict) -> list:

@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from bob_acp import workspace
 from bob_acp.acp import protocol as p
-from bob_acp.acp.params import cwd_param, mcp_servers, required_str, unknown_session
+from bob_acp.acp.params import cwd_param, mcp_servers, more_roots, required_str, unknown_session
 from bob_acp.acp.server import sessions, tools
 from bob_acp.acp.session import Session
 from bob_acp.acp.updates import result_content
 from bob_acp.engine.turn import new_message_id
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.workspace import Workspace
 
 PAGE = 50
 
@@ -30,11 +32,13 @@ class Handlers:
 
     # ---- load / resume ---------------------------------------------------------------------
 
-    def prepare_load(self, params: dict) -> tuple[str, str, list, Session | None]:
+    def prepare_load(self, params: dict) -> tuple[str, Workspace, list, Session | None]:
         server = self.server
         server.require_ready()
         sid = required_str(params, "sessionId")
-        cwd = cwd_param(params)
+        # Omitted or empty, no further roots (the protocol's rule): the client passes back what
+        # session/list reports for the session to have them again.
+        ws = workspace.of(cwd_param(params), more_roots(params, server.cfg.acp.additionalDirectories) or ())
         servers = mcp_servers(params)
         if not sessions.valid_id(sid):
             raise RpcError.invalid_params("sessionId: not a valid session id",
@@ -45,11 +49,11 @@ class Handlers:
                 raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
             if held is not None:
                 held.loading = True
-        return sid, cwd, servers, held
+        return sid, ws, servers, held
 
     def load(self, params: dict, prepared: tuple | None = None) -> dict:
-        sid, cwd, servers, held = prepared or self.prepare_load(params)
-        session, folder, notice = self._take_over(sid, cwd, servers, held)
+        sid, ws, servers, held = prepared or self.prepare_load(params)
+        session, folder, notice = self._take_over(sid, ws, servers, held)
         replayed = self._replay(session)
         self.send_plan(session)
         if notice:
@@ -61,8 +65,8 @@ class Handlers:
     def resume(self, params: dict) -> Reply:
         """The session registered again without a replay (the client has it); the model sees
         the whole history."""
-        sid, cwd, servers, held = self.prepare_load(params)
-        session, folder, notice = self._take_over(sid, cwd, servers, held)
+        sid, ws, servers, held = self.prepare_load(params)
+        session, folder, notice = self._take_over(sid, ws, servers, held)
         self.server.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
 
         def after() -> None:
@@ -73,12 +77,13 @@ class Handlers:
 
         return Reply(self.server.session_result(session, {}), after=after)
 
-    def _take_over(self, sid: str, cwd: str, servers: list, held: Session | None) -> tuple[Session, str, str | None]:
+    def _take_over(self, sid: str, ws: Workspace, servers: list, held: Session | None) -> tuple[Session, str, str | None]:
         server = self.server
+        cwd = ws.cwd
         store = server.store(cwd)
         try:
             stored = store.load(sid)
-            session = server.make_session(sid, cwd, stored.messages, servers)
+            session = server.make_session(sid, ws, stored.messages, servers)
         except sessions.SessionLoadError as exc:
             self._release(held)
             if exc.missing:
@@ -121,7 +126,7 @@ class Handlers:
         recorded = self.server.cfg.acp.replayStatus == "recorded"
         self.server.engine.refs.reserve([item.ref for item in items if item.kind == "tool"])
         for item in items:
-            self.server.update(session.id, replay_update(item, session.cwd, recorded))
+            self.server.update(session.id, replay_update(item, session.workspace, recorded))
         return sum(1 for m in session.conv.messages if m["role"] != "system")
 
     # ---- list / close / delete ---------------------------------------------------------------
@@ -136,8 +141,11 @@ class Handlers:
             folders = [cwd_param(params)]
         else:
             folders = sorted(self._known_cwds())
+        # (acp.additionalDirectories) only the sessions that have every one of these roots
+        wanted = set(more_roots(params, server.cfg.acp.additionalDirectories) or ())
         try:
-            found, next_cursor = sessions.page([server.store(c) for c in folders], cursor, PAGE)
+            found, next_cursor = sessions.page([server.store(c) for c in folders], cursor, PAGE,
+                                               (lambda item: wanted <= set(item.more)) if wanted else None)
         except ValueError as exc:
             raise RpcError.invalid_params(f"cursor: {exc}") from None
         result: dict[str, Any] = {"sessions": [_info(item) for item in found]}
@@ -198,10 +206,12 @@ def _info(item: Any) -> dict:
     info: dict[str, Any] = {"sessionId": item.id, "cwd": item.cwd, "updatedAt": item.updated_at}
     if item.title:
         info["title"] = item.title
+    if item.more:
+        info["additionalDirectories"] = list(item.more)
     return info
 
 
-def replay_update(item: Any, cwd: str, recorded_status: bool = False) -> dict:
+def replay_update(item: Any, ws: Workspace, recorded_status: bool = False) -> dict:
     if item.kind == "user":
         return p.user_chunk(item.text, new_message_id())
     if item.kind == "image":
@@ -212,7 +222,7 @@ def replay_update(item: Any, cwd: str, recorded_status: bool = False) -> dict:
     tool = tools.get(item.name)
     try:
         title = tool.title(item.arguments) if tool else item.name
-        places = [p.location(loc.path, loc.line) for loc in tool.locations(item.arguments, cwd)] if tool else []
+        places = [p.location(loc.path, loc.line) for loc in tool.locations(item.arguments, ws)] if tool else []
     except Exception:
         title, places = item.name, []
     kind = tool.kind if tool else "execute"

@@ -9,10 +9,10 @@ import collections
 import sys
 import threading
 
-from bob_acp import __version__
+from bob_acp import __version__, workspace
 from bob_acp.acp import auth
 from bob_acp.acp import protocol as p
-from bob_acp.acp.params import cwd_param, mcp_servers, required_str, unknown_session
+from bob_acp.acp.params import cwd_param, mcp_servers, more_roots, required_str, unknown_session
 from bob_acp.acp.session import Session
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
@@ -22,6 +22,8 @@ from bob_acp.lazy import LazyModule, warm
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any, Callable
+
+    from bob_acp.workspace import Workspace
 
 # Not needed to answer `initialize`: loaded on first use, or warmed once initialize is answered.
 engine = LazyModule("bob_acp.engine", globals(), "engine")
@@ -39,7 +41,8 @@ DEFAULT_MAX_SESSIONS = 1024
 
 class AgentServer:
     def __init__(self, cfg: Any, log: Any, provider: Any, no_model_message: str, env: dict | None = None,
-                 redact: Callable[[Any], Any] | None = None, config_problem: str | None = None):
+                 redact: Callable[[Any], Any] | None = None, config_problem: str | None = None,
+                 hidden_env: tuple[str, ...] = ()):
         self.cfg = cfg
         self.log = log
         self.provider = provider
@@ -58,6 +61,8 @@ class AgentServer:
         self.authenticated = not cfg.acp.auth or provider is not None
         self.terminal_output = False  # the client renders bash output as a terminal (Zed's _meta)
         self.client_fs = (False, False)  # the client reads / writes text files for Bob (fs capabilities)
+        self.client_terminal = False  # the client runs commands for Bob (terminal capability)
+        self.hidden_env = hidden_env  # variables an editor's terminal must not pass on (the model's key)
         self._engine: Any = None
         self._parts: dict[str, Any] = {}
 
@@ -169,6 +174,7 @@ class AgentServer:
         self.terminal_output = meta.get("terminal_output") is True
         fs = capabilities.get("fs") if isinstance(capabilities.get("fs"), dict) else {}
         self.client_fs = (fs.get("readTextFile") is True, fs.get("writeTextFile") is True)
+        self.client_terminal = capabilities.get("terminal") is True
         if self.cfg.acp.auth:
             self.auth_methods = auth.methods(auth.terminal_auth_wanted(capabilities))
         first = not self.initialized
@@ -181,6 +187,8 @@ class AgentServer:
         }
         if self.cfg.acp.sessionHistory:
             agent["sessionCapabilities"] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
+        if self.cfg.acp.additionalDirectories:
+            agent.setdefault("sessionCapabilities", {})["additionalDirectories"] = {}
         result = {
             "protocolVersion": p.PROTOCOL_VERSION,
             "agentCapabilities": agent,
@@ -222,18 +230,19 @@ class AgentServer:
 
     def new_session(self, params: dict) -> Reply:
         self.require_ready()
-        cwd = cwd_param(params)
+        ws = workspace.of(cwd_param(params), more_roots(params, self.cfg.acp.additionalDirectories) or ())
         servers = mcp_servers(params)
         self.check_room()  # refuse before building anything (skills, system prompt)
         sid = sessions.new_id()
-        session = self.make_session(sid, cwd, None, servers)
+        session = self.make_session(sid, ws, None, servers)
         try:
             self.admit(session)
         except BaseException:  # refused after all (the bound, a race): its servers end with it
             if session.mcp is not None:
                 session.mcp.close()
             raise
-        self.log.info(f"[acp] session {sid}: new in {cwd}; {len(servers)} MCP server(s) "
+        also = f" (and {len(ws.more)} more folder(s))" if ws.more else ""
+        self.log.info(f"[acp] session {sid}: new in {ws.cwd}{also}; {len(servers)} MCP server(s) "
                       f"{'started' if self.cfg.mcp.enabled else 'ignored'}")
         self.save(session)
         return Reply(self.session_result(session, {"sessionId": sid}), after=lambda: self.send_commands(session))
@@ -250,8 +259,9 @@ class AgentServer:
         for line in problems:
             self.update(session.id, p.agent_chunk(f"⚠️ {line}\n"))
 
-    def make_session(self, sid: str, cwd: str, stored: list[dict] | None, servers: list | None = None) -> Session:
-        catalog = skills.discover(cwd, self.cfg)
+    def make_session(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None = None) -> Session:
+        cwd = ws.cwd
+        catalog = skills.discover(cwd, self.cfg, more=ws.more)
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
         mcp = None
@@ -259,14 +269,22 @@ class AgentServer:
         if self.cfg.mcp.enabled and servers:
             mcp = mcp_module.start_servers(servers, cwd, self.cfg, self.env, self.log, sid)
             toolset = mcp_module.SessionTools(tools.for_config(self.cfg), mcp)
-        conv = self.engine.new_conversation(cwd, catalog, stored, toolset)
-        if self.cfg.tools.clientFs and any(self.client_fs):
-            from bob_acp.acp.client_files import ClientFiles
-
-            conv.client = ClientFiles(self, sid, *self.client_fs)
-        session = Session(sid, cwd, conv, catalog)
+        conv = self.engine.new_conversation(ws, catalog, stored, toolset)
+        conv.client = self.client_port(sid)
+        session = Session(sid, conv, catalog)
         session.mcp = mcp
         return session
+
+    def client_port(self, sid: str) -> Any:
+        """The editor's files and terminals for one session, as far as the configuration and the
+        client's capabilities allow (None: neither)."""
+        files = self.client_fs if self.cfg.tools.clientFs else (False, False)
+        run = self.cfg.tools.clientTerminal and self.client_terminal
+        if not (any(files) or run):
+            return None
+        from bob_acp.acp.client import EditorClient
+
+        return EditorClient(self.ask_client, self.log, sid, files[0], files[1], run, self.hidden_env)
 
     def session_result(self, session: Session, result: dict) -> dict:
         """A session/new, load or resume result, with the selectors when they are on. A session
@@ -346,7 +364,7 @@ class AgentServer:
         title = sessions.title_of(messages)
         try:
             written = self.store(session.cwd).save(sid or session.file_id, messages, title,
-                                                   {k: v for k, v in choices.items() if v})
+                                                   {k: v for k, v in choices.items() if v}, session.workspace.more)
         except Exception as exc:  # the session goes on; the user learns why it is not kept
             self.log.warning(f"[acp] session {session.id}: not saved: {exc}")
             return

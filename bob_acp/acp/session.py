@@ -10,6 +10,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any
 
+    from bob_acp.engine.conversation import Conversation
+    from bob_acp.workspace import Workspace
+
 
 class Turn:
     """One prompt: its cancel, its place in the turn queue, and whether its answer is written.
@@ -35,16 +38,23 @@ class Turn:
 
 
 class Session:
-    def __init__(self, sid: str, cwd: str, conv: Any, catalog: Any):
+    def __init__(self, sid: str, conv: Conversation, catalog: Any):
         self.id = sid
-        self.cwd = cwd
-        self.conv = conv  # bob_acp.engine.Conversation
+        self.conv = conv
         self.catalog = catalog
         self.turns: set[Turn] = set()  # its running turn and those waiting for theirs
         self.loading = False  # a session/load is replacing it
         self.file_id = sid  # the id its file is saved under (another one after a conflicting writer)
         self.title: str | None = None
         self.mcp: Any = None  # its MCP servers (bob_acp.mcp), when mcp.enabled
+
+    @property
+    def cwd(self) -> str:
+        return self.conv.workspace.cwd
+
+    @property
+    def workspace(self) -> Workspace:
+        return self.conv.workspace
 
     @property
     def busy(self) -> bool:

@@ -37,7 +37,9 @@ class TurnSink:
         self.sid = session.id
         self.cwd = session.cwd
         self.cancel = cancel
-        self.terminal = server.terminal_output
+        # Zed's display-only terminal (_meta), unless commands run in the editor's own terminals.
+        client = session.conv.client
+        self.terminal = server.terminal_output and not (client is not None and client.can_run)
 
     def _send(self, update: dict) -> None:
         # While the client is not reading, the turn waits for room; a cancelled turn stops waiting.
@@ -111,9 +113,15 @@ class TurnSink:
         else:
             self._send(p.tool_call_update(call.ref, "in_progress", result_content(call.name, call.arguments, tail)))
 
+    def tool_terminal(self, call: Any) -> None:
+        self._send(p.tool_call_update(call.ref, "in_progress", [p.terminal_content(call.terminal)]))
+
     def tool_finished(self, call: Any, result: Any) -> None:
         status = "failed" if result.failed else "completed"
         raw = {"output": p.bounded(result.output, RAW_OUTPUT_LIMIT)}
+        if call.terminal is not None:  # the editor keeps showing its terminal, released or not
+            self._send(p.tool_call_update(call.ref, status, [p.terminal_content(call.terminal)], raw))
+            return
         if self._terminal(call) and (result.exit_code is not None or result.signal is not None):
             meta = {"terminal_exit": {"terminal_id": call.ref, "exit_code": result.exit_code, "signal": result.signal}}
             self._send(p.tool_call_update(call.ref, status, [p.terminal_content(call.ref)], raw, meta))

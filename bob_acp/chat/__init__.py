@@ -215,14 +215,19 @@ class Chat:
         init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {},
                                         "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
         _result(init, "bob-acp did not start")
+        params: dict = {"cwd": self.cwd, "mcpServers": self.mcp_servers}
         if resume or latest:
             try:
-                load = self.choices.pick(latest)
+                picked = self.choices.pick(latest)
             except Said as exc:
                 raise ChatError(str(exc)) from None
+            load = str(picked.get("sessionId"))
+            more = picked.get("additionalDirectories")
+            if isinstance(more, list) and more:  # the session's further folders, as it was saved with them
+                params["additionalDirectories"] = more
         if load:
             self.screen.line(f"Loaded session {load}:", "bold")
-            response = self.call("session/load", {"sessionId": load, "cwd": self.cwd, "mcpServers": self.mcp_servers})
+            response = self.call("session/load", {"sessionId": load, **params})
             self.screen.end_stream()
             result = _result(response, f"cannot load session {load}")
             self.session_id = load

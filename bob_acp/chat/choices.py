@@ -48,19 +48,20 @@ class Choices:
             screen.line(f"  {number:>2}. {when}  {title}  {self.chat.screen.paint(visible.line(str(item.get('sessionId'))), 'dim')}")
         return found
 
-    def pick(self, latest: bool) -> str:
-        """The id of the session to go on with: the latest, or the one the person picks."""
+    def pick(self, latest: bool) -> dict:
+        """The listed session to go on with (its id and further folders): the latest, or the one
+        the person picks."""
         if latest:
             found = self.sessions()
             if not found:
                 raise self.chat.error("no saved session in this folder to continue")
-            return str(found[0]["sessionId"])
+            return found[0]
         found = self.show_sessions()
         if not found:
             raise self.chat.error("no saved session in this folder to resume")
         answer = self.chat.asker.line(f"which one (1-{len(found)})? ")
         if answer.isdigit() and 1 <= int(answer) <= len(found):
-            return str(found[int(answer) - 1]["sessionId"])
+            return found[int(answer) - 1]
         raise self.chat.error("no session picked")
 
     # ---- the model and the mode -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from bob_acp import history
 from bob_acp.history import CANCELLED_RESULT, NOT_RUN, REJECTED  # noqa: F401  (the engine's words)
 from bob_acp.jsonrpc.codec import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolResult
+from bob_acp.workspace import Workspace
 
 
 @dataclass
@@ -25,15 +26,16 @@ class Call:
     preview: Diff | None = None  # the change it would make, shown before approval
     sandboxed: bool = False  # bash that will run in the sandbox (said to the client in _meta)
     reason: str = ""  # what the user said to do instead, with a rejection
+    terminal: str | None = None  # the editor's terminal it runs in (tools.clientTerminal)
 
 
-def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, cwd: str, per_command: bool) -> Call:
+def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, ws: Workspace, per_command: bool) -> Call:
     if tool is None:
         return Call(ref, name, arguments, None, clean(f"{name}: unknown tool"), "execute", [], name)
     grant: str | None
     try:
-        title, locations = tool.title(arguments), tool.locations(arguments, cwd)
-        grant = tool.grant(arguments, cwd) if per_command else tool.grant_key
+        title, locations = tool.title(arguments), tool.locations(arguments, ws)
+        grant = tool.grant(arguments, ws) if per_command else tool.grant_key
     except Exception:  # arguments of the wrong shape: the tool's own run() will say so
         title, locations, grant = name, [], None if per_command else tool.grant_key
     return Call(ref, name, arguments, tool, clean(title), tool.kind, locations, grant)

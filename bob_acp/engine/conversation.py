@@ -9,13 +9,15 @@ from typing import Any
 from bob_acp import compress
 from bob_acp.tools import BUILTIN
 from bob_acp.tools.base import ToolSet
+from bob_acp.tools.client import Client
+from bob_acp.workspace import Workspace
 
 
 @dataclass
 class Conversation:
     """One session's conversation; the engine changes it during a turn, /new and /compact."""
 
-    cwd: str
+    workspace: Workspace
     messages: list[dict]
     skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
     tools: ToolSet = BUILTIN
@@ -28,7 +30,11 @@ class Conversation:
     cost: float = 0.0  # the session's cost so far, when model.price is configured
     owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
     sandbox: Any = None  # bob_acp.sandbox.Sandbox of its commands (None: tools.sandbox off)
-    client: Any = None  # the editor's files, when tools.clientFs and the client offers them
+    client: Client | None = None  # the editor's files and terminals (tools.clientFs, tools.clientTerminal)
+
+    @property
+    def cwd(self) -> str:
+        return self.workspace.cwd
 
     def context_tokens(self) -> int:
         """The history's size as the next call will send it: the provider's last count plus an

@@ -21,6 +21,7 @@ from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUE
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
+from bob_acp.workspace import Workspace
 
 
 class TurnStats:
@@ -51,6 +52,7 @@ class Sink(Protocol):
     def permission(self, call: Call, cancel: Cancel) -> str: ...  # allow | allow_always | reject
     def tool_running(self, call: Call) -> None: ...
     def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
+    def tool_terminal(self, call: Call) -> None: ...  # its output is in the editor's terminal call.terminal
     def tool_finished(self, call: Call, result: ToolResult) -> None: ...
     def plan(self, entries: list[dict]) -> None: ...
     def usage(self, used: int, size: int, cost: float | None) -> None: ...
@@ -128,17 +130,17 @@ class Engine:
 
     # ---- conversations -----------------------------------------------------------------------
 
-    def new_conversation(self, cwd: str, catalog: Any, stored: list[dict] | None = None,
+    def new_conversation(self, ws: Workspace, catalog: Any, stored: list[dict] | None = None,
                          tools: Any = BUILTIN) -> Conversation:
         """A fresh history holding the system prompt, or a stored one whose system prompt is
         replaced by the current one."""
-        messages = [history.system(system_prompt.build(cwd, catalog, tools=tools.names()))]
+        messages = [history.system(system_prompt.build(ws, catalog, tools=tools.names()))]
         if stored:
             messages += [m for m in stored if m["role"] != "system"]
         owner = new_owner()
-        return Conversation(cwd=cwd, messages=messages, skills=catalog.skills, tools=tools,
+        return Conversation(workspace=ws, messages=messages, skills=catalog.skills, tools=tools,
                             mode=self.cfg.permissions.mode, owner=owner,
-                            sandbox=sandbox.for_session(self.cfg, cwd, owner))
+                            sandbox=sandbox.for_session(self.cfg, ws, owner))
 
     def reset(self, conv: Conversation) -> list[dict]:
         """/new: the history back to its system prompt; returns the messages it held."""
@@ -224,7 +226,7 @@ class Engine:
             conv.messages.append(history.assistant(text, None, reply.thinking))
             return [], True
         per_command = self.cfg.permissions.allowAlways == "command"
-        calls = [make_call(self.refs.next(), tc.name, tc.arguments, tools.get(tc.name), conv.cwd, per_command)
+        calls = [make_call(self.refs.next(), tc.name, tc.arguments, tools.get(tc.name), conv.workspace, per_command)
                  for tc in reply.tool_calls]
         recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments}
                     for tc, c in zip(reply.tool_calls, calls, strict=True)]
@@ -254,7 +256,7 @@ class Engine:
                   times: int) -> None:
         if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
             raise Cancelled()
-        ctx = ToolContext(cwd=conv.cwd, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
+        ctx = ToolContext(workspace=conv.workspace, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
                           sandbox=conv.sandbox, client=conv.client)
         call.sandboxed = confined(conv, call)
         if call.tool is not None and times < self.cfg.loop.warnAt:
@@ -278,6 +280,12 @@ class Engine:
         redact = self.redact
         ctx.live = LiveOutput(lambda tail, delta: sink.tool_output(call, redact(tail), redact(delta)),
                               self.cfg.tools.bash.outputLimit)
+
+        def show_terminal(terminal_id: str) -> None:
+            call.terminal = terminal_id
+            sink.tool_terminal(call)
+
+        ctx.show_terminal = show_terminal
         try:
             result = call.tool.run(call.arguments, ctx, cancel)
         except Cancelled:
@@ -292,7 +300,7 @@ class Engine:
             return True
         if (conv.mode == "allow-all"
                 or (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
-                    and tool.in_project(call.arguments, conv.cwd))
+                    and tool.in_project(call.arguments, conv.workspace))
                 or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox.refusal() is None)):
             if self.log is not None:
                 self.log.info(f"[acp] run without asking (permissions.mode {conv.mode}): {call.title}")

@@ -14,6 +14,7 @@ from bob_acp.cancel import Cancel
 from bob_acp.jsonrpc import codec
 from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
+from bob_acp.workspace import Workspace
 
 PROTOCOL_VERSION = "2025-11-25"  # the newest revision with the initialize handshake
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -96,7 +97,7 @@ class McpTool(Tool):
         # The server's name and the tool's own: the display name can be rebuilt for another tool.
         return f"mcp:{self.server.name}\0{self.tool}"
 
-    def grant(self, args: dict, cwd: str) -> str:
+    def grant(self, args: dict, ws: Workspace) -> str:
         return f"{self.grant_key}: {codec.dumps(args, option=None).decode()}"
 
     def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:

@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable
 
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
+from bob_acp.tools.client import Client
+from bob_acp.workspace import Workspace
 
 
 @dataclass
@@ -43,14 +45,19 @@ class Location:
 
 @dataclass
 class ToolContext:
-    cwd: str  # the session's absolute working directory
+    workspace: Workspace  # the session's folders (commands run in its cwd)
     config: Any  # bob_acp.config.Config
     skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
     env: dict | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
     owner: str | None = None  # the session's label on the processes its commands start (bob_acp.children)
     sandbox: Any = None  # bob_acp.sandbox.Sandbox: where bash runs confined (None: tools.sandbox off)
-    client: Any = None  # the editor's files (bob_acp.acp.client_files.ClientFiles; None: the disk only)
+    client: Client | None = None  # the editor's files and terminals (None: the disk and Bob's own processes)
+    show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
+
+    @property
+    def cwd(self) -> str:
+        return self.workspace.cwd
 
 
 class Tool:
@@ -66,7 +73,7 @@ class Tool:
     def title(self, args: dict) -> str:
         return self.name
 
-    def locations(self, args: dict, cwd: str) -> list[Location]:
+    def locations(self, args: dict, ws: Workspace) -> list[Location]:
         """The files the call touches (ACP `locations`)."""
         return []
 
@@ -76,14 +83,14 @@ class Tool:
         own name, so a grant never passes to another tool given the same display name)."""
         return self.name
 
-    def grant(self, args: dict, cwd: str) -> str | None:
+    def grant(self, args: dict, ws: Workspace) -> str | None:
         """What an allow_always scoped to the call (permissions.allowAlways: command) remembers;
         None: this call can never be remembered (it asks every time)."""
         return self.name
 
-    def in_project(self, args: dict, cwd: str) -> bool:
-        """True when the call touches only this project's own files (permissions.mode
-        allow-edits runs such calls without asking)."""
+    def in_project(self, args: dict, ws: Workspace) -> bool:
+        """True when the call touches only this project's own files, under any of the workspace's
+        roots (permissions.mode allow-edits runs such calls without asking)."""
         return False
 
     def preview(self, args: dict, ctx: ToolContext) -> Diff | None:

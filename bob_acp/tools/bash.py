@@ -19,8 +19,10 @@ from bob_acp import children
 from bob_acp import log as bob_log
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
-from bob_acp.sandbox import looks_denied
+from bob_acp.sandbox import Sandbox, looks_denied
+from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
+from bob_acp.workspace import Workspace
 
 log = bob_log.get("bob.tools")
 _live: set[int] = set()  # process group ids of running commands
@@ -126,7 +128,7 @@ class BashTool(Tool):
     def title(self, args: dict) -> str:
         return f"bash{UNCONFINED if args.get('unconfined') is True else ''}: {args.get('command', '')}"
 
-    def grant(self, args: dict, cwd: str) -> str | None:
+    def grant(self, args: dict, ws: Workspace) -> str | None:
         """The command with runs of ASCII spaces and tabs made one space: what bash reads as the
         same words. A command holding any other control or space character (a newline runs a
         second command; a no-break or line-separator space is part of a word to bash but looks
@@ -155,6 +157,13 @@ class BashTool(Tool):
                 return ToolResult(refusal, failed=True)
             sandbox = ctx.sandbox
             argv, env = sandbox.command(argv), sandbox.environment(env)
+        limit = ctx.config.tools.bash.outputLimit
+        if ctx.client is not None and ctx.client.can_run:  # tools.clientTerminal
+            terminal = ctx.client.terminal(argv, ctx.cwd, dict(os.environ if env is None else env), limit, cancel)
+            if terminal is not None:
+                if ctx.show_terminal is not None:
+                    ctx.show_terminal(terminal.id)
+                return _confined(editor_terminal.run(terminal, float(timeout), limit, cancel), sandbox)
         label = ctx.owner or children.new_label("bash")
         with _live_lock:
             try:
@@ -168,12 +177,7 @@ class BashTool(Tool):
         try:
             if cancel.is_set():
                 raise Cancelled()
-            result = _Watch(proc, ctx.config.tools.bash.outputLimit, float(timeout), cancel, ctx.live).run()
-            if sandbox is not None:
-                result.sandboxed = True
-                if result.failed and looks_denied(result.output):
-                    result.output += SANDBOX_NOTE
-            return result
+            return _confined(_Watch(proc, limit, float(timeout), cancel, ctx.live).run(), sandbox)
         finally:
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
             with _live_lock:
@@ -182,6 +186,15 @@ class BashTool(Tool):
             children.ended(proc)
             if ctx.owner is None:  # a call of no session: what left its group ends with it
                 children.end_orphans(label)
+
+
+def _confined(result: ToolResult, sandbox: Sandbox | None) -> ToolResult:
+    """A result of a command the sandbox ran, said so (and what to do when it denied it)."""
+    if sandbox is not None:
+        result.sandboxed = True
+        if result.failed and looks_denied(result.output):
+            result.output += SANDBOX_NOTE
+    return result
 
 
 class _Channel:

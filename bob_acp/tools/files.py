@@ -11,6 +11,7 @@ from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.codec import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
+from bob_acp.workspace import Workspace
 
 PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"}
 READ_TIME_LIMIT = 30.0  # seconds a read may take (a dead network file system) before it is given up
@@ -21,22 +22,6 @@ BINARY_SNIFF = 8192
 PREVIEW_WAIT = 5.0  # seconds a proposed change waits for the editor's text before showing none
 
 
-PRIVATE_FOLDERS = (".git", ".bob")  # the project's own state: a change there runs code or changes Bob
-
-
-def resolve(path: str, cwd: str) -> str:
-    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-
-
-def in_project(path: str, cwd: str) -> bool:
-    """True when `path`, with every link followed as the kernel would, lies inside the project
-    folder `cwd` and under none of its private folders (.git, .bob) at any depth."""
-    root = os.path.realpath(cwd)
-    real = os.path.realpath(resolve(path, cwd))
-    if real == root or not real.startswith(root.rstrip(os.sep) + os.sep):
-        return False
-    inside = os.path.relpath(real, root).split(os.sep)
-    return not any(part in PRIVATE_FOLDERS for part in inside)
 
 
 def _arg(args: dict, name: str, kind: type, required: bool = True):
@@ -88,20 +73,20 @@ class _FileTool(Tool):
     def title(self, args: dict) -> str:
         return f"{self.name}: {args.get('path', '')}"
 
-    def locations(self, args: dict, cwd: str) -> list[Location]:
+    def locations(self, args: dict, ws: Workspace) -> list[Location]:
         path = args.get("path")
         if not isinstance(path, str) or not path or "\0" in path:
             return []
-        return [Location(clean(resolve(path, cwd)))]
+        return [Location(clean(ws.resolve(path)))]
 
-    def in_project(self, args: dict, cwd: str) -> bool:
+    def in_project(self, args: dict, ws: Workspace) -> bool:
         path = args.get("path")
-        return isinstance(path, str) and bool(path) and "\0" not in path and in_project(path, cwd)
+        return isinstance(path, str) and bool(path) and "\0" not in path and ws.contains(path)
 
-    def grant(self, args: dict, cwd: str) -> str:
+    def grant(self, args: dict, ws: Workspace) -> str:
         path = args.get("path")
         if isinstance(path, str) and "\0" not in path:
-            path = resolve(path, cwd)
+            path = ws.resolve(path)
         return f"{self.name}: {path}"
 
     def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
@@ -116,7 +101,7 @@ class _FileTool(Tool):
             return path
         if "\0" in path:
             return ToolResult("error: argument 'path' contains a NUL byte", failed=True)
-        return resolve(path, ctx.cwd)
+        return ctx.workspace.resolve(path)
 
     def _guarded(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         path = self._path(args, ctx)
@@ -156,8 +141,8 @@ class ReadFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def locations(self, args: dict, cwd: str) -> list[Location]:
-        found = super().locations(args, cwd)
+    def locations(self, args: dict, ws: Workspace) -> list[Location]:
+        found = super().locations(args, ws)
         offset = args.get("offset")
         if found and isinstance(offset, int) and not isinstance(offset, bool) and 1 < offset < 2 ** 32:
             found[0].line = offset

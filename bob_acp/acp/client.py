@@ -1,0 +1,182 @@
+"""The client port (bob_acp.tools.client) over ACP: the editor's files (`tools.clientFs`, with
+the client's `fs` capabilities) and its terminals (`tools.clientTerminal`, with `terminal`).
+
+Reads go through `fs/read_text_file`, so the model sees an unsaved buffer; writes through
+`fs/write_text_file`, so Bob's edits land in the editor (its review, its undo). A read the editor
+cannot give falls back to the disk (the reason in the log); a write it refuses is a failed
+result. Commands run with `terminal/create` and show live in the tool call; a terminal the editor
+cannot create makes the call run in Bob's own process instead. A cancel stops every wait at once;
+the request is then withdrawn (`$/cancel_request`, with `acp.cancelRequest`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+from bob_acp.cancel import Cancel
+from bob_acp.exceptions import Cancelled, ClientError
+from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.tools.client import TerminalExit, TerminalOutput
+
+READ, WRITE = "fs/read_text_file", "fs/write_text_file"
+CREATE, OUTPUT, WAIT, KILL, RELEASE = ("terminal/create", "terminal/output", "terminal/wait_for_exit",
+                                       "terminal/kill", "terminal/release")
+CLEANUP_WAIT = 5.0  # seconds a kill or release (sent after a cancel) is waited for, off the turn's thread
+
+Ask = Callable[[str, dict, Cancel], Outcome]
+
+
+class EditorClient:
+    """One session's way to the editor's files and terminals."""
+
+    def __init__(self, ask: Ask, log: object, session_id: str, can_read: bool, can_write: bool, can_run: bool,
+                 hidden: tuple[str, ...] = ()):
+        self._ask_client = ask
+        self._log = log
+        self._sid = session_id
+        self.can_read = can_read
+        self.can_write = can_write
+        self.can_run = can_run
+        self._hidden = hidden  # variables a terminal must not inherit from the editor (keys)
+
+    # ---- files ---------------------------------------------------------------------------------
+
+    def read(self, path: str, cancel: Cancel, line: int | None = None, limit: int | None = None) -> str | None:
+        if not self.can_read:
+            return None
+        params: dict = {"sessionId": self._sid, "path": path}
+        if line is not None:
+            params["line"] = line
+        if limit is not None:
+            params["limit"] = limit
+        try:
+            result = self.ask(READ, params, cancel)
+        except ClientError as exc:
+            self._info(f"{READ} {path}: {exc}; reading the disk instead")
+            return None
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            self._info(f"{READ} {path}: no content in the answer; reading the disk instead")
+            return None
+        return content
+
+    def write(self, path: str, content: str, cancel: Cancel) -> None:
+        self.ask(WRITE, {"sessionId": self._sid, "path": path, "content": content}, cancel)
+
+    # ---- terminals -----------------------------------------------------------------------------
+
+    def terminal(self, argv: list[str], cwd: str, env: dict[str, str], output_limit: int,
+                 cancel: Cancel) -> EditorTerminal | None:
+        if not self.can_run:
+            return None
+        variables = [{"name": name, "value": value} for name, value in env.items() if name not in self._hidden]
+        # The editor's own environment may hold the model's key: blank it, as Bob's tools never see it.
+        variables += [{"name": name, "value": ""} for name in self._hidden]
+        params = {"sessionId": self._sid, "command": argv[0], "args": argv[1:], "env": variables, "cwd": cwd,
+                  "outputByteLimit": output_limit}
+        try:
+            result = self.ask(CREATE, params, cancel)
+        except ClientError as exc:
+            self._info(f"{CREATE}: {exc}; running the command in Bob instead")
+            return None
+        terminal_id = result.get("terminalId") if isinstance(result, dict) else None
+        if not isinstance(terminal_id, str) or not terminal_id:
+            self._info(f"{CREATE}: no terminalId in the answer; running the command in Bob instead")
+            return None
+        return EditorTerminal(self, terminal_id)
+
+    # ---- asking --------------------------------------------------------------------------------
+
+    def ask(self, method: str, params: dict, cancel: Cancel) -> object:
+        """The result of one request; Cancelled when the turn is, ClientError for an error."""
+        outcome = self._ask_client(method, params, cancel)
+        if cancel.is_set():
+            raise Cancelled()
+        if outcome.closed:
+            raise ClientError("the connection ended")
+        if outcome.error is not None:
+            error = outcome.error
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ClientError(" ".join(str(message).split())[:300] or "an error")
+        return outcome.result
+
+    def _info(self, line: str) -> None:
+        self._log.info(f"[acp] session {self._sid}: {line}")  # type: ignore[attr-defined]
+
+
+class EditorTerminal:
+    def __init__(self, client: EditorClient, terminal_id: str):
+        self._client = client
+        self.id = terminal_id
+        self._params = {"sessionId": client._sid, "terminalId": terminal_id}
+        self._released = False
+        self._lock = threading.Lock()
+
+    def wait_for_exit(self, timeout: float, cancel: Cancel) -> TerminalExit | None:
+        limit = Cancel()  # set by the turn's cancel or the time limit, whichever comes first
+        unsubscribe = cancel.subscribe(limit.set)
+        timer = threading.Timer(timeout, limit.set)
+        timer.daemon = True
+        timer.start()
+        try:
+            result = self._client.ask(WAIT, dict(self._params), limit)
+        except Cancelled:
+            if cancel.is_set():
+                raise
+            return None  # the time limit
+        finally:
+            timer.cancel()
+            unsubscribe()
+        return _exit(result)
+
+    def output(self, cancel: Cancel) -> TerminalOutput:
+        result = self._client.ask(OUTPUT, dict(self._params), cancel)
+        result = result if isinstance(result, dict) else {}
+        output = result.get("output")
+        status = result.get("exitStatus")
+        return TerminalOutput(output if isinstance(output, str) else "", result.get("truncated") is True,
+                              _exit(status) if isinstance(status, dict) else None)
+
+    def kill(self) -> None:
+        self._quietly(KILL)
+
+    def release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        self._quietly(RELEASE)
+
+    def abandon(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+
+        def end() -> None:
+            self._quietly(KILL)
+            self._quietly(RELEASE)
+
+        threading.Thread(target=end, name="bob-terminal-end", daemon=True).start()
+
+    def _quietly(self, method: str) -> None:
+        """A request whose failure changes nothing (the terminal is gone either way): logged."""
+        never = Cancel()
+        timer = threading.Timer(CLEANUP_WAIT, never.set)
+        timer.daemon = True
+        timer.start()
+        try:
+            self._client.ask(method, dict(self._params), never)
+        except (ClientError, Cancelled) as exc:
+            self._client._info(f"{method} {self.id}: {exc or 'no answer'}")
+        finally:
+            timer.cancel()
+
+
+def _exit(result: object) -> TerminalExit:
+    result = result if isinstance(result, dict) else {}
+    code, name = result.get("exitCode"), result.get("signal")
+    return TerminalExit(code if isinstance(code, int) and not isinstance(code, bool) else None,
+                        name if isinstance(name, str) and name else None)
+

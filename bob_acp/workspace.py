@@ -1,0 +1,48 @@
+"""A session's folders: the working directory, where commands run and relative paths start, and
+any further roots the client added (`acp.additionalDirectories`). "This project's files", for
+the permission modes, the sandbox and the skills, means the files under any of its roots.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+PRIVATE_FOLDERS = (".git", ".bob")  # a project's own state: a change there runs code or changes Bob
+
+
+@dataclass(frozen=True)
+class Workspace:
+    cwd: str  # absolute
+    more: tuple[str, ...] = ()  # further absolute roots, in the client's order, without cwd
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        return (self.cwd, *self.more)
+
+    def resolve(self, path: str) -> str:
+        """`path` (relative to cwd, absolute, or ~/…) as an absolute, normalised path."""
+        return os.path.normpath(os.path.join(self.cwd, os.path.expanduser(path)))
+
+    def contains(self, path: str) -> bool:
+        """True when `path`, with every link followed as the kernel would, lies inside one of the
+        roots and under none of that root's private folders (.git, .bob) at any depth."""
+        real = os.path.realpath(self.resolve(path))
+        for root in self.roots:
+            base = os.path.realpath(root)
+            if real == base or not real.startswith(base.rstrip(os.sep) + os.sep):
+                continue
+            if not any(part in PRIVATE_FOLDERS for part in os.path.relpath(real, base).split(os.sep)):
+                return True
+        return False
+
+
+def of(cwd: str, more: list[str] | tuple[str, ...] = ()) -> Workspace:
+    """The workspace of `cwd` and `more`, duplicates (and cwd itself) left out of `more`."""
+    seen = {cwd}
+    extra = []
+    for root in more:
+        if root not in seen:
+            seen.add(root)
+            extra.append(root)
+    return Workspace(cwd, tuple(extra))
