@@ -32,21 +32,29 @@ def run_check(cfg: Any, out: Any = None) -> int:
     state = sandbox.status(cfg)
     if state is not None:
         out.write(state[0] + "\n")
-    key_env = providers.api_key_env(cfg)
-    if key_env:
-        where = "set" if env.get(key_env) else (f"not set; model.apiKeyFile {cfg.model.apiKeyFile}"
-                                                if cfg.model.apiKeyFile else "not set")
-        out.write(f"API key: ${key_env} is {where}\n")
-    provider = providers.make_provider(cfg, env)  # (ConfigError for an unusable key file: exit 2)
-    if provider is None:
-        out.write("model: not configured\n" + providers.no_model_message(cfg, env) + "\n")
-        return 1
-    answered, line = probe(cfg, provider)
-    out.write(line + "\n")
-    return 0 if answered else 1
+    several = len(cfg.entries) > 1
+    failed = 0
+    for settings in cfg.entries:  # every model the picker offers, the default first
+        label = f"model {settings.id}" if several else "model"
+        key_env = providers.key_env(settings)
+        if key_env:
+            where = "set" if env.get(key_env) else (f"not set; apiKeyFile {settings.apiKeyFile}"
+                                                    if settings.apiKeyFile else "not set")
+            out.write(f"API key{f' of {settings.id}' if several else ''}: ${key_env} is {where}\n")
+        provider = providers.provider_for(settings, env)  # (ConfigError for an unusable key file: exit 2)
+        if provider is None:
+            out.write(f"{label}: not configured\n")
+            if settings is cfg.entries[0]:
+                out.write(providers.no_model_message(cfg, env) + "\n")
+            failed += 1
+            continue
+        answered, line = probe(settings, provider, label)
+        out.write(line + "\n")
+        failed += not answered
+    return 0 if not failed else 1
 
 
-def probe(cfg: Any, provider: Any) -> tuple[bool, str]:
+def probe(settings: Any, provider: Any, label: str = "model") -> tuple[bool, str]:
     """Whether the model answers a one-word question within CHECK_TIMEOUT, and a line saying so."""
     from bob_acp.cancel import Cancel
     from bob_acp.exceptions import Cancelled, ModelError
@@ -63,8 +71,8 @@ def probe(cfg: Any, provider: Any) -> tuple[bool, str]:
         reply = provider.generate(messages, [], Quiet(), cancel)
     except (ModelError, Cancelled) as exc:
         reason = str(exc) or f"no answer within {CHECK_TIMEOUT:g} s"
-        return False, f"model: {cfg.model.provider}/{cfg.model.name} does not answer: {reason}"
+        return False, f"{label}: {settings.provider}/{settings.name} does not answer: {reason}"
     finally:
         timer.cancel()
     text = " ".join(reply.text.split())[:80]
-    return True, f"model: {cfg.model.provider}/{cfg.model.name} answers in {time.monotonic() - started:.1f}s: {text!r}"
+    return True, f"{label}: {settings.provider}/{settings.name} answers in {time.monotonic() - started:.1f}s: {text!r}"

@@ -162,7 +162,9 @@ def serve(cfg: Any, problem: str | None = None) -> int:
     redactor = secrets.Redactor(known)
     hidden = secrets.dropped(cfg, env)
     secrets.hide_from_children(hidden)  # `env` keeps them for Bob's own use
-    provider = providers.make_provider(cfg, env, known, key) if problem is None else None
+    provider: Any = providers.make_provider(cfg, env, known, key) if problem is None else None
+    if problem is None and len(cfg.entries) > 1:  # the model picker's other models (models:)
+        provider = providers.make_models(cfg, env, known, provider, log)
     no_model = providers.no_model_message(cfg, env) if problem is None else providers.config_problem_message(problem)
     if problem is not None:
         log.error(f"bob-acp: {problem}")
@@ -261,7 +263,11 @@ def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:
     from bob_acp import skills
 
     catalog = skills.discover(cwd, cfg)
-    model = f"{cfg.model.provider}/{cfg.model.name}" if provider is not None else f"{cfg.model.provider} (not configured)"
+    default = getattr(provider, "default", None)  # (several models: a ModelSet, its default first)
+    usable = provider is not None and (default is None or default.provider is not None)
+    model = f"{cfg.model.provider}/{cfg.model.name}" if usable else f"{cfg.model.provider} (not configured)"
+    if len(cfg.entries) > 1:
+        model += f" (and {len(cfg.entries) - 1} more in the model picker)"
     names = ", ".join(catalog.skills) or "none"
     source = cfg.source or "defaults"
     log.info(f"bob {__version__} · model {model} · skills: {names} · config: {source}")

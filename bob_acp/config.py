@@ -11,7 +11,8 @@ from collections import namedtuple
 
 from bob_acp.exceptions import ConfigError
 
-# kind: str | int | number | bool | list[str] | enum; path: relative to the config file's folder.
+# kind: str | int | number | bool | list[str] | list[object] | map[str] | object | choices | enum;
+# path: relative to the config file's folder.
 # (A namedtuple, not typing.NamedTuple: start-up does not import typing.)
 Key = namedtuple("Key", "kind default nullable choices minimum maximum path",
                  defaults=(False, (), None, None, False))
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # annotations only
 SCHEMA: dict[str, Any] = {
     "profile": Key("enum", "default", choices=("default", "full")),
     "model": {
-        "provider": Key("enum", "openai", choices=("openai", "anthropic", "script")),
+        "provider": Key("enum", "openai", choices=("openai", "openai-responses", "anthropic", "script")),
         "name": Key("str", "gpt-4.1-mini"),
         "baseUrl": Key("str", None, nullable=True),
         "apiKeyEnv": Key("str", None, nullable=True),
@@ -40,8 +41,15 @@ SCHEMA: dict[str, Any] = {
             "input": Key("number", None, nullable=True, minimum=0),
             "output": Key("number", None, nullable=True, minimum=0),
         },
-        "choices": Key("list[str]", []),
+        "choices": Key("choices", []),  # further names at the same endpoint, or "auto": the server's /models
+        "reasoning": Key("enum", None, nullable=True, choices=("off", "low", "medium", "high")),
+        "window": Key("int", None, nullable=True, minimum=256, maximum=2 ** 40),  # null: context.window
+        "headers": Key("map[str]", {}),  # sent with every request; "${VAR}" in a value reads the environment
+        "query": Key("map[str]", {}),  # added to the URL (Azure's api-version)
+        "keyHeader": Key("str", None, nullable=True),  # the key in this header, as it is (Azure: api-key)
+        "extraBody": Key("object", {}),  # merged into every request body
     },
+    "models": Key("list[object]", []),  # further models for the picker: each a `model:` mapping with an `id`
     "context": {
         "window": Key("int", 128000, minimum=256, maximum=2 ** 40),
         "threshold": Key("number", 0.8, minimum=0.01, maximum=1),
@@ -152,11 +160,13 @@ class Section:
 
 
 class Config(Section):
-    """The effective configuration; `source` is the file it came from, or None."""
+    """The effective configuration; `source` is the file it came from, or None. `entries`: the
+    models a session can use, each a `model` section with its `id`, the default first."""
 
-    def __init__(self, values: dict[str, Any], source: str | None):
+    def __init__(self, values: dict[str, Any], source: str | None, entries: list[Section]):
         super().__init__(values)
         object.__setattr__(self, "source", source)
+        object.__setattr__(self, "entries", entries)
 
 
 def default_path(env: dict[str, str]) -> str:
@@ -212,11 +222,45 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
         problem = url_problem(values["model"]["baseUrl"])
         if problem:
             raise ConfigError(f"config key 'model.baseUrl' in {origin}: {problem}, got {_shown(values['model']['baseUrl'])}")
+    entries = _model_entries(values, given, where, base_dir)
     if values["log"]["file"] is not None:
         problem = _log_file_problem(values["log"]["file"])
         if problem:
             raise ConfigError(f"config key 'log.file' in {where}: {problem}, got {_shown(values['log']['file'])}")
-    return Config(_sections(values), source)
+    return Config(_sections(values), source, entries)
+
+
+def _entry(model: dict[str, Any], entry_id: str | None = None) -> Section:
+    return Section(_sections({"id": entry_id or model["name"], **model}, SCHEMA["model"]))
+
+
+def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir: str) -> list[Section]:
+    """The models a session can pick: `model:` (when the file sets it, or there is no `models:`)
+    and then each `models:` entry, every one checked as `model:` is; ids unique. With `models:`
+    alone, its first entry is also what `model` reads."""
+    schema = {"id": Key("str", None), **SCHEMA["model"]}
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for index, raw in enumerate(values["models"]):
+        dotted = f"models[{index}]"
+        if not isinstance(raw.get("id"), str) or not raw["id"]:
+            raise ConfigError(f"config key '{dotted}.id' in {where}: every entry needs an id (what the model "
+                              "picker shows), got " + _shown(raw.get("id")))
+        built = _build(schema, raw, dotted + ".", where, base_dir)
+        if built["baseUrl"] is not None and url_problem(built["baseUrl"]):
+            raise ConfigError(f"config key '{dotted}.baseUrl' in {where}: {url_problem(built['baseUrl'])}, "
+                              f"got {_shown(built['baseUrl'])}")
+        entries.append((built.pop("id"), built))
+    if entries and not any(key == "model" or key.startswith("model.") for key in given):
+        values["model"] = dict(entries[0][1])  # `model` is the default entry
+    else:
+        entries.insert(0, (values["model"]["name"], values["model"]))
+    seen: set[str] = set()
+    for entry_id, _ in entries:
+        if entry_id in seen:
+            raise ConfigError(f"config key 'models' in {where}: the id {_shown(entry_id)} is given twice "
+                              "(model.name counts as the id of `model:`)")
+        seen.add(entry_id)
+    return [_entry(model, entry_id) for entry_id, model in entries]
 
 
 def _given(raw: Any, prefix: str = "") -> set[str]:
@@ -288,8 +332,10 @@ def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _sections(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: Section(_sections(v)) if isinstance(v, dict) else v for k, v in values.items()}
+def _sections(values: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each section of the schema as a Section; a mapping value (model.headers) stays a dict."""
+    schema = SCHEMA if schema is None else schema
+    return {k: Section(_sections(v, schema[k])) if isinstance(schema.get(k), dict) else v for k, v in values.items()}
 
 
 def _read_yaml(path: str) -> Any:
@@ -328,7 +374,7 @@ def _build(schema: dict, raw: Any, prefix: str, source: str, base_dir: str) -> d
         elif name in raw:
             out[name] = _check(spec, raw[name], dotted, source, base_dir)
         else:
-            out[name] = list(spec.default) if isinstance(spec.default, list) else spec.default
+            out[name] = type(spec.default)(spec.default) if isinstance(spec.default, (list, dict)) else spec.default
     return out
 
 
@@ -361,6 +407,16 @@ def _check(spec: Key, value: Any, dotted: str, source: str, base_dir: str) -> An
     elif spec.kind == "list[object]":
         if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
             raise fail("must be a list of mappings")
+    elif spec.kind == "map[str]":
+        if not isinstance(value, dict) or not all(isinstance(k, str) and k and isinstance(v, str)
+                                                  for k, v in value.items()):
+            raise fail("must be a mapping of names to strings")
+    elif spec.kind == "object":
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise fail("must be a mapping")
+    elif spec.kind == "choices":
+        if value != "auto" and (not isinstance(value, list) or not all(isinstance(v, str) and v for v in value)):
+            raise fail('must be a list of model names, or "auto"')
     if spec.minimum is not None and value < spec.minimum:
         raise fail(f"must be at least {spec.minimum:g}")
     if spec.maximum is not None and value > spec.maximum:

@@ -8,7 +8,8 @@ This is the one format the engine, the providers, compression and the session fi
     {"role": "user", "content": str, "summary": True}        # a compression summary
     {"role": "assistant", "content": str,
      "tool_calls": [{"id": str, "ref": "call_7", "name": str, "arguments": dict}],
-     "thinking": [<provider reasoning blocks, sent back as they came>]}
+     "thinking": [<provider reasoning blocks, sent back as they came>],
+     "by": str?}                                              # by: the model (id) that reasoned
     {"role": "tool", "tool_call_id": str, "name": str, "content": str, "failed": True?,
      "unanswered": True?}                                     # unanswered: put there by repaired()
 
@@ -57,13 +58,23 @@ def summary_text(message: dict) -> str:
     return text[len(SUMMARY_PREFIX):] if text.startswith(SUMMARY_PREFIX) else text
 
 
-def assistant(content: str, tool_calls: list[dict] | None = None, thinking: list[dict] | None = None) -> dict:
+def assistant(content: str, tool_calls: list[dict] | None = None, thinking: list[dict] | None = None,
+              by: str | None = None) -> dict:
     message: dict = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = tool_calls
     if thinking:
         message["thinking"] = thinking
+        if by:
+            message["by"] = by
     return message
+
+
+def without_others_thinking(messages: list[dict], model_id: str) -> list[dict]:
+    """The history with the reasoning blocks of every model but `model_id` left out (a message
+    without `by` predates the model list: it belongs to whichever model the session used)."""
+    return [{k: v for k, v in m.items() if k not in ("thinking", "by")}
+            if "thinking" in m and m.get("by") not in (None, model_id) else m for m in messages]
 
 
 def tool_result(call: dict, content: str, failed: bool = False) -> dict:

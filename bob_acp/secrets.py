@@ -18,11 +18,12 @@ MIN_SECRET = 6  # shorter values ("1", "true") would redact ordinary words
 
 
 def key_variables(cfg: Any) -> list[str]:
+    """The variables that hold the models' secrets: every configured model's key and the
+    variables its headers read, and the providers' usual key variables."""
     from bob_acp import providers
 
-    name = providers.api_key_env(cfg)
-    names = [name] if name else []
-    return names + [v for v in providers.DEFAULT_KEY_ENV.values() if v not in names]
+    names = providers.secret_variables(cfg)
+    return names + [v for v in dict.fromkeys(providers.DEFAULT_KEY_ENV.values()) if v not in names]
 
 
 def dropped(cfg: Any, env: dict[str, str]) -> dict[str, str]:
@@ -71,8 +72,11 @@ def child_env(cfg: Any, env: dict[str, str]) -> dict[str, str]:
 
 
 def values(cfg: Any, env: dict[str, str], key: str | None) -> tuple[str, ...]:
+    from bob_acp import providers
+
     found = [key] if key else []
     found += [v.strip() for v in dropped(cfg, env).values()]
+    found += providers.secret_values(cfg, env)
     return tuple(sorted({v for v in found if v and len(v) >= MIN_SECRET}, key=len, reverse=True))
 
 

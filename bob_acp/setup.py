@@ -109,7 +109,7 @@ def _check(cfg: Any, env: dict) -> int:
     if provider is None:
         print("the model is not usable yet: " + providers.no_model_message(cfg, env).splitlines()[0])
         return EXIT_NO_ANSWER
-    answered, line = probe(cfg, provider)
+    answered, line = probe(cfg.model, provider)
     print(line)
     if not answered:
         print("the config is written; fix what the line above says and run `bob-acp setup` again "

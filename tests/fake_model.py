@@ -34,6 +34,8 @@ def history_problem(path: str, body) -> str | None:
     """Why a real API would refuse this request's history with HTTP 400, or None: every tool
     call must be answered by its result before the conversation goes on, and every result must
     answer a call just made (OpenAI's chat completions and Anthropic's messages both check it)."""
+    if path.rstrip("/").split("?")[0].endswith("/responses"):
+        return responses_problem(body)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return None
     messages = body["messages"]
@@ -80,6 +82,47 @@ def history_problem(path: str, body) -> str | None:
     return None
 
 
+def responses_problem(body) -> str | None:
+    """What OpenAI's Responses API refuses with a 400 (as a stateless client sends it): an input
+    that is not a list of items, a function_call_output for no function_call before it, a call
+    left without its output when the conversation goes on, a reasoning item without its
+    encrypted content (with store: false there is nothing on the server to refer to), a part of
+    an unknown type."""
+    if not isinstance(body, dict) or not isinstance(body.get("input"), list):
+        return "input: must be a list of items"
+    if body.get("store") is not False or "reasoning.encrypted_content" not in (body.get("include") or []):
+        return "this fake serves stateless clients only: store: false and include reasoning.encrypted_content"
+    calls: set = set()
+    answered: set = set()
+    for index, item in enumerate(body["input"]):
+        if not isinstance(item, dict):
+            return f"input[{index}]: not an object"
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            if not isinstance(item.get("arguments"), str) or not item.get("call_id") or not item.get("name"):
+                return f"input[{index}]: a function_call needs call_id, name and arguments (a string)"
+            calls.add(item["call_id"])
+        elif kind == "function_call_output":
+            if item.get("call_id") not in calls or not isinstance(item.get("output"), str):
+                return f"input[{index}]: No tool call found for function call output with call_id {item.get('call_id')}"
+            answered.add(item["call_id"])
+        elif kind == "reasoning":
+            if not item.get("encrypted_content"):
+                return f"input[{index}]: a reasoning item needs its encrypted_content when store is false"
+        elif kind == "message":
+            if calls - answered:
+                return f"input[{index}]: No tool output found for function call {sorted(calls - answered)[0]}"
+            content = item.get("content")
+            for part in content if isinstance(content, list) else []:
+                if not isinstance(part, dict) or part.get("type") not in ("input_text", "input_image", "output_text"):
+                    return f"input[{index}]: unknown content part {part!r}"[:200]
+        else:
+            return f"input[{index}]: unknown item type {kind!r}"
+    if calls - answered:
+        return f"No tool output found for function call {sorted(calls - answered)[0]}"
+    return None
+
+
 def _image_problem(path: str, messages: list):
     """Image parts of the shape each API takes (OpenAI: image_url with a data URI; Anthropic: an
     image block with a base64 source), or the 400 the API would answer."""
@@ -111,10 +154,89 @@ def _named(event: str, payload: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(payload)}\n\n".encode()
 
 
+class _Sequence:
+    """Responses API events, in the order and shape OpenAI streams them, numbered."""
+
+    def __init__(self) -> None:
+        self.events: list[bytes] = []
+        self.output: list[dict] = []
+
+    def add(self, kind: str, **payload) -> None:
+        self.events.append(_named(kind, {"type": kind, "sequence_number": len(self.events), **payload}))
+
+    def start(self) -> None:
+        self.add("response.created", response={"id": "resp_1", "object": "response", "status": "in_progress",
+                                                "output": []})
+        self.add("response.in_progress", response={"id": "resp_1", "object": "response", "status": "in_progress"})
+
+    def reasoning(self, summary: list[str], encrypted: str | None) -> None:
+        index, item_id = len(self.output), f"rs_{len(self.output)}"
+        self.add("response.output_item.added", output_index=index, item={"id": item_id, "type": "reasoning",
+                                                                           "summary": []})
+        for n, text in enumerate(summary):
+            part = {"type": "summary_text", "text": ""}
+            self.add("response.reasoning_summary_part.added", item_id=item_id, output_index=index, summary_index=n,
+                     part=part)
+            for piece in (text[: len(text) // 2], text[len(text) // 2:]):
+                self.add("response.reasoning_summary_text.delta", item_id=item_id, output_index=index,
+                         summary_index=n, delta=piece)
+            self.add("response.reasoning_summary_text.done", item_id=item_id, output_index=index, summary_index=n,
+                     text=text)
+            self.add("response.reasoning_summary_part.done", item_id=item_id, output_index=index, summary_index=n,
+                     part={"type": "summary_text", "text": text})
+        item = {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": t} for t in summary]}
+        if encrypted is not None:
+            item["encrypted_content"] = encrypted
+        self.add("response.output_item.done", output_index=index, item=item)
+        self.output.append(item)
+
+    def message(self, text: str, chunks: int = 2) -> None:
+        index, item_id = len(self.output), f"msg_{len(self.output)}"
+        self.add("response.output_item.added", output_index=index, item={
+            "id": item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []})
+        self.add("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
+                 part={"type": "output_text", "text": "", "annotations": []})
+        size = max(1, -(-len(text) // chunks))
+        for i in range(0, len(text), size):
+            self.add("response.output_text.delta", item_id=item_id, output_index=index, content_index=0,
+                     delta=text[i:i + size], logprobs=[])
+        self.add("response.output_text.done", item_id=item_id, output_index=index, content_index=0, text=text)
+        part = {"type": "output_text", "text": text, "annotations": []}
+        self.add("response.content_part.done", item_id=item_id, output_index=index, content_index=0, part=part)
+        item = {"id": item_id, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
+        self.add("response.output_item.done", output_index=index, item=item)
+        self.output.append(item)
+
+    def call(self, name: str, args: dict, call_id: str, pieces: int = 3) -> None:
+        index, item_id = len(self.output), f"fc_{len(self.output)}"
+        encoded = json.dumps(args)
+        self.add("response.output_item.added", output_index=index, item={
+            "id": item_id, "type": "function_call", "status": "in_progress", "arguments": "", "call_id": call_id,
+            "name": name})
+        size = max(1, -(-len(encoded) // pieces))
+        for i in range(0, len(encoded), size):
+            self.add("response.function_call_arguments.delta", item_id=item_id, output_index=index,
+                     delta=encoded[i:i + size])
+        self.add("response.function_call_arguments.done", item_id=item_id, output_index=index, arguments=encoded)
+        item = {"id": item_id, "type": "function_call", "status": "completed", "arguments": encoded,
+                "call_id": call_id, "name": name}
+        self.add("response.output_item.done", output_index=index, item=item)
+        self.output.append(item)
+
+    def end(self, usage: dict | None, kind: str = "response.completed", **more) -> list[bytes]:
+        status = {"response.completed": "completed", "response.incomplete": "incomplete"}.get(kind, "failed")
+        response = {"id": "resp_1", "object": "response", "status": status, "output": self.output,
+                    "usage": usage, **more}
+        self.add(kind, response=response)
+        return self.events
+
+
 class FakeModelServer:
     def __init__(self):
         self.responses: queue.SimpleQueue = queue.SimpleQueue()
         self.requests: list[dict] = []
+        self.models: list[str] | None = None  # what GET …/models lists (None: 404, as servers without it)
+        self.gets: list[dict] = []
         self.cache_accounting_log: list[dict] = []
         self.refused: list[str] = []  # why requests were answered 400 (a history a real API refuses)
         self._stop = threading.Event()
@@ -135,7 +257,7 @@ class FakeModelServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
-                server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body, "raw": raw})
                 self.request_body = body
                 self.accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
                 problem = history_problem(self.path, body)
@@ -148,6 +270,14 @@ class FakeModelServer:
                 except queue.Empty:
                     response = Response(500, body=b'{"error": {"message": "fake model: no response enqueued"}}')
                 server._serve(self, response)
+
+            def do_GET(self):
+                server.gets.append({"path": self.path, "headers": dict(self.headers)})
+                if self.path.split("?")[0].endswith("/models") and server.models is not None:
+                    body = json.dumps({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "me"}
+                                                                  for name in server.models]}).encode()
+                    return server._serve(self, Response(200, body=body))
+                server._serve(self, Response(404, body=b'{"error": {"message": "not found"}}'))
 
             def handle(self):
                 # Tracked so that stop() can cut every open connection and wait for its thread.
@@ -373,6 +503,37 @@ class FakeModelServer:
                    _named("message_delta", {"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
                    _named("message_stop", {"type": "message_stop"})]
         return Response(events=events, cache_usage=cache_usage)
+
+    # ---- OpenAI's Responses API -----------------------------------------------------------------
+
+    def responses_reply(self, text: str = "", calls: list[tuple[str, dict, str]] | None = None,
+                        summary: list[str] | None = None, encrypted: str | None = None, usage: int | None = 100,
+                        cached: int = 0, end: str = "response.completed", **more) -> Response:
+        """A streamed Responses answer: reasoning (its summary parts, its encrypted content),
+        then text, then function calls, then the end event with usage."""
+        sequence = _Sequence()
+        sequence.start()
+        if summary is not None or encrypted is not None:
+            sequence.reasoning(summary or [], encrypted)
+        if text:
+            sequence.message(text)
+        for name, args, call_id in calls or []:
+            sequence.call(name, args, call_id)
+        counts = None if usage is None else {
+            "input_tokens": usage, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": 7,
+            "output_tokens_details": {"reasoning_tokens": 3 if encrypted else 0}, "total_tokens": usage + 7}
+        return Response(events=sequence.end(counts, end, **more))
+
+    def responses_failed(self, message: str, code: str = "server_error") -> Response:
+        sequence = _Sequence()
+        sequence.start()
+        return Response(events=sequence.end(None, "response.failed", error={"code": code, "message": message}))
+
+    def responses_error(self, message: str, code: str = "rate_limit_exceeded") -> Response:
+        sequence = _Sequence()
+        sequence.start()
+        sequence.add("error", code=code, message=message, param=None)
+        return Response(events=sequence.events)
 
     def status(self, code: int, body: bytes | dict | None = None, headers: dict | None = None) -> Response:
         if isinstance(body, dict):

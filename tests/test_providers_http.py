@@ -27,7 +27,7 @@ def cfg(tmp_path, server, **model):
     data = {"model": {"baseUrl": server.url + "/v1", "name": "test-model", "retries": 2, **model}}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data))
-    return config.load(str(path), env={})
+    return config.load(str(path), env={}).model
 
 
 def messages():
@@ -124,7 +124,7 @@ def test_connection_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"model": {"baseUrl": f"http://127.0.0.1:{port}/v1", "retries": 1}}))
     with pytest.raises(ModelError) as info:
-        generate(OpenAIProvider(config.load(str(path), env={}), KEY))
+        generate(OpenAIProvider(config.load(str(path), env={}).model, KEY))
     assert str(info.value) == f"model API unreachable: 127.0.0.1:{port}: connection refused"
 
 
@@ -373,7 +373,7 @@ def test_a_call_past_model_call_timeout_ends_with_one_line(server, tmp_path):
 def test_requests_own_errors_are_one_line_never_a_traceback(tmp_path, url, problem):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"model": {"name": "m", "retries": 0}}))
-    provider = OpenAIProvider(config.load(str(path), env={}), KEY)
+    provider = OpenAIProvider(config.load(str(path), env={}).model, KEY)
     provider.url = url
     with pytest.raises(ModelError, match=problem) as info:
         generate(provider)
@@ -390,7 +390,7 @@ def test_a_key_with_a_stray_carriage_return_is_stripped_and_never_shown(tmp_path
     server.enqueue(server.openai_text("fine"))
     assert generate(providers.make_provider(cfg_, {"OPENAI_API_KEY": KEY + "\r\n"}))[0].text == "fine"
     assert server.requests[-1]["headers"]["Authorization"] == f"Bearer {KEY}"
-    provider = OpenAIProvider(cfg_, KEY + "\r")  # had it not been stripped: requests' InvalidHeader
+    provider = OpenAIProvider(cfg_.model, KEY + "\r")  # had it not been stripped: requests' InvalidHeader
     with pytest.raises(ModelError) as info:
         generate(provider)
     assert KEY not in str(info.value) and repr(KEY + "\r")[1:-1] not in str(info.value)

@@ -21,7 +21,7 @@ def provider(tmp_path):
         path.write_text(raw if raw is not None else yaml.safe_dump(script))
         cfg_path = tmp_path / "config.yaml"
         cfg_path.write_text(yaml.safe_dump({"model": {"provider": "script", "script": str(path)}}))
-        return ScriptProvider(config.load(str(cfg_path), env={}))
+        return ScriptProvider(config.load(str(cfg_path), env={}).model)
     return make
 
 
@@ -128,4 +128,4 @@ def test_missing_file(tmp_path):
     cfg_path = tmp_path / "config.yaml"
     cfg_path.write_text(yaml.safe_dump({"model": {"provider": "script", "script": "gone.yaml"}}))
     with pytest.raises(ModelError, match="cannot read"):
-        play(ScriptProvider(config.load(str(cfg_path), env={})), conv("x"))
+        play(ScriptProvider(config.load(str(cfg_path), env={}).model), conv("x"))

@@ -25,18 +25,23 @@ class Handlers:
         self.server = server
 
     def models(self) -> list[str]:
-        model = self.server.cfg.model
-        return [model.name] + [name for name in model.choices if name != model.name]
+        """The values the model selector offers: every configured model by its id, then the
+        further names each serves (choices)."""
+        return [option.value for option in self.server.engine.models.options()]
 
     def modes(self) -> tuple:
         """The approval modes this Bob offers (sandboxed only where a sandbox is configured)."""
         return tuple(m for m in MODES if m[0] != "sandboxed" or self.server.cfg.tools.sandbox != "off")
 
-    def levels(self) -> tuple:
-        """The reasoning levels the configured provider takes (none for the script provider)."""
-        provider = self.server.cfg.model.provider
+    def levels(self, session: Session | None = None) -> tuple:
+        """The reasoning levels the session's model takes (none for the script provider)."""
+        models = self.server.engine.models
+        provider = (models.pick(session.conv.model) if session is not None else models.pick(None)).entry.settings.provider
         if provider == "openai":
             from bob_acp.providers.openai import REASONING_LEVELS
+            return REASONING_LEVELS
+        if provider == "openai-responses":
+            from bob_acp.providers.responses import REASONING_LEVELS
             return REASONING_LEVELS
         if provider == "anthropic":
             from bob_acp.providers.anthropic import REASONING_LEVELS
@@ -45,13 +50,13 @@ class Handlers:
 
     def options(self, session: Session) -> list[dict]:
         conv = session.conv
-        levels = self.levels()
+        levels = self.levels(session)
         reasoning = [{"id": "reasoning", "name": "Reasoning", "category": "thought_level", "type": "select",
                       "currentValue": conv.reasoning or "default",
                       "options": [{"value": level, "name": LEVEL_NAMES.get(level, level)} for level in levels]}]
         return [
             {"id": "model", "name": "Model", "category": "model", "type": "select",
-             "currentValue": conv.model or self.server.cfg.model.name,
+             "currentValue": self.server.engine.models.pick(conv.model).value,
              "options": [{"value": name, "name": name} for name in self.models()]},
             {"id": "mode", "name": "Approval mode", "category": "mode", "type": "select",
              "currentValue": conv.mode,
@@ -67,8 +72,8 @@ class Handlers:
         permissions.mode (a session file can come with a cloned repository); otherwise the
         session starts in the configured mode, and the line returned says so."""
         if choices.get("model") in self.models():
-            session.conv.model = None if choices["model"] == self.server.cfg.model.name else choices["model"]
-        if choices.get("reasoning") in self.levels():
+            session.conv.model = self._chosen(choices["model"])
+        if choices.get("reasoning") in self.levels(session):
             session.conv.reasoning = None if choices["reasoning"] == "default" else choices["reasoning"]
         saved = choices.get("mode")
         if saved not in {mode for mode, _, _ in self.modes()}:
@@ -90,17 +95,17 @@ class Handlers:
             self._set_model(session, value)
         elif config_id == "mode":
             self._set_mode(session, value, "value")
-        elif config_id == "reasoning" and self.levels():
-            if not isinstance(value, str) or value not in self.levels():
+        elif config_id == "reasoning" and self.levels(session):
+            if not isinstance(value, str) or value not in self.levels(session):
                 raise RpcError.invalid_params(f"value: not a reasoning level: {str(value)[:100]!r} "
-                                              f"({', '.join(self.levels())})")
+                                              f"({', '.join(self.levels(session))})")
             chosen = None if value == "default" else value
             if chosen != session.conv.reasoning:
                 session.conv.reasoning = chosen
                 self._changed(session, mode=False)
         else:
             raise RpcError.invalid_params(f"configId: unknown option {str(config_id)[:100]!r} "
-                                          f"(model, mode{', reasoning' if self.levels() else ''})")
+                                          f"(model, mode{', reasoning' if self.levels(session) else ''})")
         return {"configOptions": self.options(session)}
 
     def set_mode(self, params: dict) -> dict:
@@ -111,10 +116,16 @@ class Handlers:
     def _set_model(self, session: Session, value: Any) -> None:
         if not isinstance(value, str) or value not in self.models():
             raise RpcError.invalid_params(f"value: not a model this agent offers: {str(value)[:100]!r}")
-        chosen = None if value == self.server.cfg.model.name else value
+        chosen = self._chosen(value)
         if chosen != session.conv.model:
             session.conv.model = chosen
+            if session.conv.reasoning not in (None, *self.levels(session)):
+                session.conv.reasoning = None  # a level the newly chosen model does not take
             self._changed(session, mode=False)
+
+    def _chosen(self, value: str) -> str | None:
+        """What a session keeps for a model choice (None: the default, the first option)."""
+        return None if value == self.server.engine.models.options()[0].value else value
 
     def _set_mode(self, session: Session, value: Any, field: str) -> None:
         if not isinstance(value, str) or value not in {mode for mode, _, _ in self.modes()}:
@@ -125,7 +136,7 @@ class Handlers:
             self._changed(session, mode=True)
 
     def _changed(self, session: Session, mode: bool) -> None:
-        self.server.log.info(f"[acp] session {session.id}: model {session.conv.model or self.server.cfg.model.name}, "
+        self.server.log.info(f"[acp] session {session.id}: model {self.server.engine.models.pick(session.conv.model).value}, "
                              f"mode {session.conv.mode}")
         self.server.update(session.id, {"sessionUpdate": "config_option_update", "configOptions": self.options(session)})
         if mode:

@@ -83,8 +83,9 @@ class AgentServer:
     # ---- wiring ---------------------------------------------------------------------------
 
     def routes(self) -> dict[str, Route]:
-        # With MCP servers to start (bounded by mcp.timeout), opening a session is long work.
-        slow = bool(self.cfg.mcp.enabled)
+        # With MCP servers to start (bounded by mcp.timeout), or model servers to ask for their
+        # models (choices: auto, bounded), opening a session is long work.
+        slow = bool(self.cfg.mcp.enabled) or any(entry.choices == "auto" for entry in self.cfg.entries)
         table = {
             p.INITIALIZE: Route(self.initialize),
             p.AUTHENTICATE: Route(self.authenticate),
@@ -261,6 +262,8 @@ class AgentServer:
 
     def make_session(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None = None) -> Session:
         cwd = ws.cwd
+        if self.engine.models.lists:
+            self.engine.models.refresh()  # (choices: auto) the servers' models, for the selector
         catalog = skills.discover(cwd, self.cfg, more=ws.more)
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")

@@ -19,6 +19,8 @@ from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repe
 from bob_acp.engine.conversation import Conversation, Refs
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
 from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.providers.base import Provider
+from bob_acp.providers.models import ModelSet, Option
 from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
 from bob_acp.workspace import Workspace
@@ -116,10 +118,11 @@ def new_message_id() -> str:
 
 
 class Engine:
-    def __init__(self, cfg: Any, provider: Any, no_model_message: str = "", log: Any = None,
+    def __init__(self, cfg: Any, provider: Provider | ModelSet | None, no_model_message: str = "", log: Any = None,
                  refs: Refs | None = None, env: dict | None = None, redact: Any = None):
         self.cfg = cfg
-        self.provider = provider
+        # Every model a session may pick (a lone provider: the configured model alone).
+        self.models = provider if isinstance(provider, ModelSet) else ModelSet.single(cfg, provider, log)
         self.no_model_message = no_model_message
         self.log = log
         self.refs = refs or Refs()
@@ -151,16 +154,17 @@ class Engine:
 
     def compact(self, conv: Conversation, sink: Sink, cancel: Cancel) -> str:
         """/compact: compress now (the threshold ignored, keepLastTurns honoured); the line to show."""
-        if self.provider is None:
+        option = self.models.pick(conv.model)
+        if option.entry.provider is None:
             return "[compact: failed, history kept: no model is configured]"
-        outcome = compress.compress(conv.messages, self.provider, self.cfg.context.keepLastTurns, cancel,
-                                    model=conv.model)
+        outcome = compress.compress(self._sent(conv, option), option.entry.provider, self.cfg.context.keepLastTurns,
+                                    cancel, model=option.name)
         if outcome.usage is not None:
-            conv.cost += self._price(outcome.usage)
+            conv.cost += self._price(outcome.usage, option)
         if outcome.changed:
             conv.messages[:] = outcome.messages
             conv.forget_count()
-            sink.usage(conv.context_tokens(), self.cfg.context.window, self._cost(conv))
+            sink.usage(conv.context_tokens(), self.window(option), self._cost(conv))
         return outcome.line
 
     # ---- a turn ------------------------------------------------------------------------------
@@ -170,8 +174,12 @@ class Engine:
         """Run one prompt turn; returns (stop reason, stats) or raises TurnFailed. `typed`: what
         the user wrote, when `text` is Bob's rewrite of it (kept for the replay)."""
         stats = TurnStats()
-        if self.provider is None:
-            sink.text(self.no_model_message, new_message_id())
+        option = self.models.pick(conv.model)
+        if option.entry.provider is None:
+            refusal = self.no_model_message if option.entry is self.models.default else (
+                f"The model {option.value} cannot be used: {option.entry.problem}. Pick another model, or "
+                "configure this one and start a new session.")
+            sink.text(refusal, new_message_id())
             return REFUSAL, stats
         question = history.user(text, typed, images)
         conv.messages.append(question)
@@ -207,10 +215,11 @@ class Engine:
     def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> tuple[list[Call], bool]:
         stream = _Stream(sink)
         sent = len(conv.messages)
+        option = self.models.pick(conv.model)
         tools = conv.tools.current(cancel)  # an MCP server's tools may have changed since the last call
         try:
-            reply = self.provider.generate(conv.messages, tools.specs(), stream, cancel, model=conv.model,
-                                           reasoning=conv.reasoning)
+            reply = option.entry.provider.generate(self._sent(conv, option), tools.specs(), stream, cancel,
+                                                   model=option.name, reasoning=conv.reasoning)
         except (Cancelled, ModelError):
             if stream.parts:  # what the user already saw stays in the history
                 conv.messages.append(history.assistant("".join(stream.parts)))
@@ -218,19 +227,19 @@ class Engine:
         self._check_usage(reply, conv, tools)
         tokens = reply.input_tokens if reply.input_tokens is not None else compress.estimate_tokens(conv.messages)
         conv.count(tokens, sent)
-        conv.cost += self._price(reply.usage)
+        conv.cost += self._price(reply.usage, option)
         self._log_usage(reply.usage)
-        sink.usage(tokens, self.cfg.context.window, self._cost(conv))
+        sink.usage(tokens, self.window(option), self._cost(conv))
         text = "".join(stream.parts) or reply.text
         if reply.truncated:  # cut at the token limit: the text stays, a call it was making does not run
-            conv.messages.append(history.assistant(text, None, reply.thinking))
+            conv.messages.append(history.assistant(text, None, reply.thinking, option.entry.id))
             return [], True
         per_command = self.cfg.permissions.allowAlways == "command"
         calls = [make_call(self.refs.next(), tc.name, tc.arguments, tools.get(tc.name), conv.workspace, per_command)
                  for tc in reply.tool_calls]
         recorded = [{"id": tc.id, "ref": c.ref, "name": c.name, "arguments": c.arguments}
                     for tc, c in zip(reply.tool_calls, calls, strict=True)]
-        conv.messages.append(history.assistant(text, recorded, reply.thinking))
+        conv.messages.append(history.assistant(text, recorded, reply.thinking, option.entry.id))
         return calls, False
 
     def _check_usage(self, reply: Any, conv: Conversation, tools: Any) -> None:
@@ -325,14 +334,15 @@ class Engine:
             sink.plan(result.plan)
 
     def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel, tries: "_CompressionTries") -> None:
-        window, threshold = self.cfg.context.window, self.cfg.context.threshold
+        option = self.models.pick(conv.model)
+        window, threshold = self.window(option), self.cfg.context.threshold
         if not compress.should_compress(conv.context_tokens(), window, threshold) or tries.failed >= 2:
             return  # (after a failure it is tried once more in the turn, then no more: each try is paid for)
         # The turn under way is always kept whole: its question must reach the model.
         keep = max(self.cfg.context.keepLastTurns, 1)
-        outcome = compress.compress(conv.messages, self.provider, keep, cancel, model=conv.model)
+        outcome = compress.compress(self._sent(conv, option), option.entry.provider, keep, cancel, model=option.name)
         if outcome.usage is not None:
-            conv.cost += self._price(outcome.usage)
+            conv.cost += self._price(outcome.usage, option)
         if outcome.changed:
             conv.messages[:] = outcome.messages
             conv.forget_count()
@@ -355,15 +365,28 @@ class Engine:
 
     # ---- cost --------------------------------------------------------------------------------
 
-    def _price(self, usage: Any) -> float:
-        price = self.cfg.model.price
+    def _price(self, usage: Any, option: Option) -> float:
+        price = option.entry.settings.price
         if price.input is None and price.output is None:
             return 0.0
         return ((usage.input or 0) * (price.input or 0) + (usage.output or 0) * (price.output or 0)) / 1e6
 
     def _cost(self, conv: Conversation) -> float | None:
-        price = self.cfg.model.price
-        return None if price.input is None and price.output is None else conv.cost
+        priced = any(e.settings.price.input is not None or e.settings.price.output is not None
+                     for e in self.models.entries)
+        return conv.cost if priced else None
+
+    def window(self, option: Option) -> int:
+        """The context window of the model a session uses (its own `window`, else context.window)."""
+        return option.entry.settings.window or self.cfg.context.window
+
+    @staticmethod
+    def _sent(conv: Conversation, option: Option) -> list[dict]:
+        """The history as this model receives it: another model's reasoning left out (signed
+        thinking and encrypted reasoning cannot cross to a model that did not make them)."""
+        if not any("thinking" in m and m.get("by") not in (None, option.entry.id) for m in conv.messages):
+            return conv.messages
+        return history.without_others_thinking(conv.messages, option.entry.id)
 
     def _log_usage(self, usage: Any) -> None:
         if self.log is not None and (usage.cache_read or usage.cache_write):

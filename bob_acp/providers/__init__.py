@@ -10,28 +10,69 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any
 
     from bob_acp.providers.base import Provider
+    from bob_acp.providers.models import ModelSet
 
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY",
+                   "anthropic": "ANTHROPIC_API_KEY"}
 
 
 def api_key_env(cfg: Any) -> str | None:
-    """The environment variable that holds the API key for the chosen provider (None for script)."""
-    if cfg.model.provider == "script":
+    """The environment variable that holds the API key of the default model (None for script)."""
+    return key_env(cfg.model)
+
+
+def key_env(settings: Any) -> str | None:
+    """The environment variable that holds one model's API key (None for script)."""
+    if settings.provider == "script":
         return None
-    return cfg.model.apiKeyEnv or DEFAULT_KEY_ENV[cfg.model.provider]
+    return settings.apiKeyEnv or DEFAULT_KEY_ENV[settings.provider]
 
 
 def api_key(cfg: Any, env: dict[str, str]) -> str | None:
-    """The key, stripped (a CRLF .env leaves "sk-…\r", which no header may carry): from the
-    environment variable, else from model.apiKeyFile. ConfigError for a key file that others
+    return key_of(cfg.model, env)
+
+
+def key_of(settings: Any, env: dict[str, str]) -> str | None:
+    """One model's key, stripped (a CRLF .env leaves "sk-…\r", which no header may carry): from
+    the environment variable, else from its apiKeyFile. ConfigError for a key file that others
     can read (as ssh refuses such a key) or that cannot be read."""
-    name = api_key_env(cfg)
+    name = key_env(settings)
     if not name:
         return None
     key = env.get(name, "").strip()
     if key:
         return key
-    return read_key_file(cfg.model.apiKeyFile) if cfg.model.apiKeyFile else None
+    return read_key_file(settings.apiKeyFile) if settings.apiKeyFile else None
+
+
+def secret_variables(cfg: Any) -> list[str]:
+    """The variables that hold secrets of the configured models: their keys' variables and those
+    their headers read (hidden from tools, redacted everywhere)."""
+    from bob_acp.providers.http import variables
+
+    names: list[str] = []
+    for settings in cfg.entries:
+        name = key_env(settings)
+        names += [name] if name else []
+        for value in settings.headers.values():
+            names += variables(value)
+    return list(dict.fromkeys(names))
+
+
+def secret_values(cfg: Any, env: dict[str, str]) -> list[str]:
+    """The secrets of every configured model: keys (from variables or key files) and the
+    values their headers read."""
+    from bob_acp.providers.http import expand
+
+    found = [env.get(name, "").strip() for name in secret_variables(cfg)]
+    for settings in cfg.entries:
+        if settings.apiKeyFile and key_env(settings) and not env.get(key_env(settings), "").strip():
+            try:
+                found.append(read_key_file(settings.apiKeyFile) or "")
+            except Exception:  # (the entry reports its unusable key file itself)
+                pass
+        found += [expand(value, env) for value in settings.headers.values()]
+    return [value for value in found if value]
 
 
 def read_key_file(path: str) -> str | None:
@@ -60,28 +101,58 @@ def read_key_file(path: str) -> str | None:
 
 def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = (),
                   key: str | None = None) -> Provider | None:
-    """The configured provider, or None when no model is usable (prompts are then refused).
+    """The default model's provider, or None when it is not usable (prompts are then refused)."""
+    return provider_for(cfg.model, env, secrets, key)
+
+
+def provider_for(settings: Any, env: dict[str, str], secrets: tuple[str, ...] = (),
+                 key: str | None = None) -> Provider | None:
+    """One model's provider, or None when it is not usable.
 
     A key is required only for a provider's official endpoint: local servers (Ollama,
-    llama.cpp, vLLM) reached through model.baseUrl usually need none.
+    llama.cpp, vLLM) reached through baseUrl usually need none.
     """
-    kind = cfg.model.provider
+    kind = settings.provider
     if kind == "script":
-        if not cfg.model.script:
+        if not settings.script:
             return None
         from bob_acp.providers.script import ScriptProvider
 
-        return ScriptProvider(cfg)
-    key = key if key is not None else api_key(cfg, env)
-    if key is None and not cfg.model.baseUrl:
+        return ScriptProvider(settings)
+    key = key if key is not None else key_of(settings, env)
+    if key is None and not settings.baseUrl:
         return None
     if kind == "openai":
         from bob_acp.providers.openai import OpenAIProvider
 
-        return OpenAIProvider(cfg, key, secrets)
+        return OpenAIProvider(settings, key, secrets, env)
+    if kind == "openai-responses":
+        from bob_acp.providers.responses import ResponsesProvider
+
+        return ResponsesProvider(settings, key, secrets, env)
     from bob_acp.providers.anthropic import AnthropicProvider
 
-    return AnthropicProvider(cfg, key, secrets)
+    return AnthropicProvider(settings, key, secrets, env)
+
+
+def make_models(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = (), default: Provider | None = None,
+                log: Any = None) -> ModelSet:
+    """Every configured model with its provider; `default`: the first one's, already made. An
+    entry that cannot be used (no key, an unreadable key file) is kept, with why."""
+    from bob_acp.exceptions import ConfigError
+    from bob_acp.providers.models import Entry, ModelSet
+
+    entries = [Entry(cfg.entries[0].id, cfg.entries[0], default,
+                     "" if default is not None else "no key or endpoint is configured")]
+    for settings in cfg.entries[1:]:
+        try:
+            provider = provider_for(settings, env, secrets)
+            problem = "" if provider is not None else (
+                f"it needs an API key in ${key_env(settings)}" if key_env(settings) else "it needs model.script")
+        except ConfigError as exc:
+            provider, problem = None, str(exc)
+        entries.append(Entry(settings.id, settings, provider, problem))
+    return ModelSet(entries, log)
 
 
 def config_problem_message(problem: str) -> str:

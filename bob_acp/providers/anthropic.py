@@ -9,6 +9,7 @@ tool use goes on.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from bob_acp.cancel import Cancel
@@ -16,7 +17,7 @@ from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
-from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
+from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -25,6 +26,15 @@ VERSION = "2023-06-01"
 CACHE = {"type": "ephemeral"}
 REASONING_LEVELS = ("default", "off", "low", "medium", "high")  # extended thinking: model.thinking, none, budgets
 THINKING_BUDGETS = {"off": None, "low": 4096, "medium": 16384, "high": 32768}
+
+
+_NOT_IN_ID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_id(call_id: str) -> str:
+    """A tool call's id as this API takes it (letters, digits, _ and -): a call another API made
+    (a session that switched models) keeps a stable id, the same in its call and its result."""
+    return _NOT_IN_ID.sub("_", call_id) or "call"
 
 
 def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[dict]]:
@@ -48,11 +58,12 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
         elif role == "assistant":
             blocks = [dict(b) for b in message.get("thinking", ()) if returnable(b)]
             blocks += [{"type": "text", "text": message["content"]}] if message["content"] else []
-            blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
+            blocks += [{"type": "tool_use", "id": tool_id(c["id"]), "name": c["name"], "input": c["arguments"]}
                        for c in message.get("tool_calls", ())]
             add("assistant", blocks or [{"type": "text", "text": " "}])
         elif role == "tool":
-            add("user", [{"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}])
+            add("user", [{"type": "tool_result", "tool_use_id": tool_id(message["tool_call_id"]),
+                          "content": message["content"]}])
     if cache:
         if system:
             system[-1]["cache_control"] = CACHE
@@ -64,21 +75,25 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, cfg: Any, api_key: str | None, secrets: tuple[str, ...] = ()):
-        self.cfg = cfg
-        self._key = api_key
+    def __init__(self, settings: Any, api_key: str | None, secrets: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
+        self.settings = settings  # the model's config: `model:` or an entry of `models:`
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
         self._pool = SessionPool()
-        self.url = endpoint_url(cfg.model.baseUrl or DEFAULT_BASE_URL, "/v1/messages")
+        self.wire = Wire(settings, DEFAULT_BASE_URL, "/v1/messages", api_key, "x-api-key", "",
+                         {"Content-Type": "application/json", "anthropic-version": VERSION,
+                          "Accept": "text/event-stream"}, env, models_path="/v1/models")
+        self.url = self.wire.url
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> Reply:
         system, wire = to_wire(messages)
-        thinking = THINKING_BUDGETS.get(reasoning or "default", self.cfg.model.thinking)
-        max_tokens = self.cfg.model.maxTokens or DEFAULT_MAX_TOKENS
+        settings = self.settings
+        thinking = THINKING_BUDGETS.get(reasoning or settings.reasoning or "default", settings.thinking)
+        max_tokens = settings.maxTokens or DEFAULT_MAX_TOKENS
         if thinking:
             max_tokens = max(max_tokens, thinking + 1024)  # the budget is part of max_tokens
-        body: dict = {"model": model or self.cfg.model.name, "max_tokens": max_tokens, "messages": wire,
+        body: dict = {"model": model or settings.name, "max_tokens": max_tokens, "messages": wire,
                       "stream": True}
         if system:
             body["system"] = system
@@ -88,14 +103,11 @@ class AnthropicProvider:
             body["tools"][-1]["cache_control"] = CACHE
         if thinking:
             body["thinking"] = {"type": "enabled", "budget_tokens": thinking}
-        elif self.cfg.model.temperature is not None:  # the API refuses a temperature with thinking
-            body["temperature"] = min(self.cfg.model.temperature, 1.0)
-        headers = {"Content-Type": "application/json", "anthropic-version": VERSION, "Accept": "text/event-stream"}
-        if self._key:
-            headers["x-api-key"] = self._key
-        with stream_lines(self._pool, self.url, headers, body, self.cfg, cancel, error_message, self._secrets,
-                          stream) as lines:
-            return read_stream(lines, stream, self.cfg.model.timeout)
+        elif settings.temperature is not None:  # the API refuses a temperature with thinking
+            body["temperature"] = min(settings.temperature, 1.0)
+        with stream_lines(self._pool, self.url, self.wire.headers, self.wire.body(body), settings, cancel,
+                          error_message, self._secrets, stream) as lines:
+            return read_stream(lines, stream, settings.timeout)
 
 
 def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -64,7 +65,7 @@ class Lease:
 
 
 @contextmanager
-def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, cfg: Any, cancel: Cancel,
+def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, settings: Any, cancel: Cancel,
                  error_message: Callable[[Any], str | None], secrets: tuple[str, ...] = (),
                  stream: Stream | None = None, total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
     """POST `body` and yield an iterator over the response's lines (decoded UTF-8; CR, LF and
@@ -77,7 +78,7 @@ def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, cfg: An
     hidden = httpio.url_secrets(url)
     try:
         with pool.session() as lease:
-            with _stream_lines(lease, url, headers, body, cfg, cancel, error_message, stream or Quiet(),
+            with _stream_lines(lease, url, headers, body, settings, cancel, error_message, stream or Quiet(),
                                total_budget) as lines:
                 yield lines
     except ModelError as exc:
@@ -90,7 +91,7 @@ def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, cfg: An
 
 
 @contextmanager
-def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, cfg: Any, cancel: Cancel,
+def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: Any, cancel: Cancel,
                   error_message: Callable[[Any], str | None], stream: Stream,
                   total_budget: float) -> Iterator[Iterator[str]]:
     import requests
@@ -110,7 +111,7 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, cfg: Any, c
             # A cancel before the server's headers (a model queueing, a slow proxy) ends the
             # wait at once; the abandoned request closes its answer and its session itself.
             response = httpio.post(session, url, cancel, on_abandon=session.close, data=data, headers=headers,
-                                   stream=True, timeout=(CONNECT_TIMEOUT, cfg.model.timeout))
+                                   stream=True, timeout=(CONNECT_TIMEOUT, settings.timeout))
         except Cancelled:
             lease.lost = True
             raise
@@ -119,7 +120,7 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, cfg: Any, c
         except requests.exceptions.ConnectionError as exc:
             failure = ModelError(f"model API unreachable: {_where(url)}: {_reason(exc)}")
         except requests.exceptions.ReadTimeout:
-            failure = ModelError(f"model API timeout: no data for {cfg.model.timeout:g} s")
+            failure = ModelError(f"model API timeout: no data for {settings.timeout:g} s")
         except requests.exceptions.TooManyRedirects:
             raise ModelError(f"model API redirects too often (more than {MAX_REDIRECTS}): {_where(url)}") from None
         except (requests.exceptions.InvalidURL, requests.exceptions.InvalidSchema,
@@ -138,7 +139,7 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, cfg: Any, c
                 raise failure
         attempt += 1
         delay = retry_after if retry_after is not None else min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempt - 1)) * (0.5 + random.random())
-        if attempt > cfg.model.retries or time.monotonic() + delay > deadline:
+        if attempt > settings.retries or time.monotonic() + delay > deadline:
             raise failure
         stream.retrying(attempt, delay, str(failure))
         if cancel.wait(delay):
@@ -152,11 +153,11 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, cfg: Any, c
     # A cancel (or the per-call ceiling) shuts the socket down, so a read blocked on a silent
     # server returns at once; nothing polls and nothing is left to join afterwards.
     unsubscribe = cancel.subscribe(lambda: httpio.shutdown(response))
-    ceiling = threading.Timer(max(0.0, cfg.model.callTimeout), expire)
+    ceiling = threading.Timer(max(0.0, settings.callTimeout), expire)
     ceiling.daemon = True
     ceiling.start()
     try:
-        yield _lines(response, cancel, cfg.model.timeout, expired, cfg.model.callTimeout)
+        yield _lines(response, cancel, settings.timeout, expired, settings.callTimeout)
     finally:
         ceiling.cancel()
         unsubscribe()
@@ -196,13 +197,61 @@ def arriving_lines(raw: Any, limit: int = MAX_REPLY_BYTES,
     return httpio.arriving_lines(raw, limit, too_long)
 
 
-def endpoint_url(base: str, path: str) -> str:
-    """`path` added to the base URL's own path; its query (a gateway's `?api-version=…`) kept."""
+def endpoint_url(base: str, path: str, query: dict[str, str] | None = None) -> str:
+    """`path` added to the base URL's own path; its query (a gateway's `?api-version=…`) kept,
+    and `query` (model.query) added to it."""
+    from urllib.parse import urlencode
+
     try:
         parts = urlsplit(base)
     except ValueError:  # not a URL (the request will say so)
         return base.rstrip("/") + path
-    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
+    more = urlencode(query or {})
+    joined = "&".join(q for q in (parts.query, more) if q)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, joined, ""))
+
+
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """A header value with each ${VAR} replaced by the environment's value ("" when unset), so a
+    gateway's token stays out of the config file."""
+    return VARIABLE.sub(lambda match: env.get(match.group(1), ""), value)
+
+
+def variables(value: str) -> list[str]:
+    """The environment variables a header value reads."""
+    return VARIABLE.findall(value)
+
+
+class Wire:
+    """What every request of one configured model carries besides its body: the URL (with
+    model.query), the headers (model.headers, the key in its header), model.extraBody."""
+
+    __slots__ = ("url", "models_url", "headers", "extra_body")
+
+    def __init__(self, settings: Any, default_base: str, path: str, key: str | None, key_header: str,
+                 key_prefix: str, headers: dict[str, str], env: dict[str, str] | None = None,
+                 models_path: str = "/models"):
+        import os
+
+        env = os.environ if env is None else env
+        self.url = endpoint_url(settings.baseUrl or default_base, path, settings.query)
+        self.models_url = endpoint_url(settings.baseUrl or default_base, models_path, settings.query)
+        self.headers = dict(headers)
+        self.headers.update({name: expand(value, env) for name, value in settings.headers.items()})
+        if key:
+            if settings.keyHeader:
+                self.headers[settings.keyHeader] = key  # as it is: Azure's api-key takes no "Bearer"
+            else:
+                self.headers[key_header] = key_prefix + key
+        self.extra_body = settings.extraBody
+
+    def body(self, body: dict) -> dict:
+        """`body` with model.extraBody merged in (its keys win: a gateway's routing, a server's
+        template options)."""
+        return {**body, **self.extra_body} if self.extra_body else body
 
 
 def _retryable(status: int) -> bool:

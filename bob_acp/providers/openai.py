@@ -14,7 +14,7 @@ from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
-from bob_acp.providers.http import SessionPool, endpoint_url, stream_lines
+from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -53,31 +53,32 @@ def to_wire(messages: list[dict]) -> list[dict]:
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, cfg: Any, api_key: str | None, secrets: tuple[str, ...] = ()):
-        self.cfg = cfg
-        self._key = api_key
+    def __init__(self, settings: Any, api_key: str | None, secrets: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None):
+        self.settings = settings  # the model's config: `model:` or an entry of `models:`
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
         self._pool = SessionPool()
-        self.url = endpoint_url(cfg.model.baseUrl or DEFAULT_BASE_URL, "/chat/completions")
+        self.wire = Wire(settings, DEFAULT_BASE_URL, "/chat/completions", api_key, "Authorization", "Bearer ",
+                         {"Content-Type": "application/json", "Accept": "text/event-stream"}, env)
+        self.url = self.wire.url
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> Reply:
-        body: dict = {"model": model or self.cfg.model.name, "messages": to_wire(messages), "stream": True,
+        settings = self.settings
+        body: dict = {"model": model or settings.name, "messages": to_wire(messages), "stream": True,
                       "stream_options": {"include_usage": True}}
         if tools:
             body["tools"] = [{"type": "function", "function": t} for t in tools]
-        if self.cfg.model.maxTokens is not None:
-            body["max_tokens"] = self.cfg.model.maxTokens
-        if self.cfg.model.temperature is not None:
-            body["temperature"] = self.cfg.model.temperature
+        if settings.maxTokens is not None:
+            body["max_tokens"] = settings.maxTokens
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        reasoning = reasoning or settings.reasoning
         if reasoning in REASONING_LEVELS[1:]:
             body["reasoning_effort"] = reasoning
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        with stream_lines(self._pool, self.url, headers, body, self.cfg, cancel, error_message, self._secrets,
-                          stream) as lines:
-            return read_stream(lines, stream, self.cfg.model.timeout)
+        with stream_lines(self._pool, self.url, self.wire.headers, self.wire.body(body), settings, cancel,
+                          error_message, self._secrets, stream) as lines:
+            return read_stream(lines, stream, settings.timeout)
 
 
 def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:

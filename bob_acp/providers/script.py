@@ -23,8 +23,8 @@ CANCEL_CHECK_EVERY = 256
 class ScriptProvider:
     name = "script"
 
-    def __init__(self, cfg: Any):
-        self.path = cfg.model.script
+    def __init__(self, settings: Any):
+        self.path = settings.script
         self._lock = threading.Lock()
         self._cache: tuple[float, dict] | None = None
 
