@@ -140,8 +140,8 @@ def _guard_stdio() -> tuple[int, Any]:
 def serve(cfg: Any, problem: str | None = None) -> int:
     """Serve ACP on stdio. `problem`: the config error Bob could not start with (it then serves
     with the defaults, every prompt answered with that line and the fix)."""
+    from bob_acp import environment, providers, secrets
     from bob_acp import log as logging_setup
-    from bob_acp import providers, secrets
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.jsonrpc.streams import Writer
@@ -157,10 +157,10 @@ def serve(cfg: Any, problem: str | None = None) -> int:
         key = providers.api_key(cfg, env)
     except ConfigError as exc:
         problem, key = problem or str(exc), None
-    known = secrets.values(cfg, env, key)
+    known = environment.values(cfg, env, key)
     logging_setup.add_secrets(known)
     redactor = secrets.Redactor(known)
-    hidden = secrets.dropped(cfg, env)
+    hidden = environment.dropped(cfg, env)
     secrets.hide_from_children(hidden)  # `env` keeps them for Bob's own use
     provider: Any = providers.make_provider(cfg, env, known, key) if problem is None else None
     if problem is None and len(cfg.entries) > 1:  # the model picker's other models (models:)
@@ -176,9 +176,9 @@ def serve(cfg: Any, problem: str | None = None) -> int:
 
     endpoint: Any = None
     writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
-    server = AgentServer(cfg, log, provider, no_model, env=secrets.child_env(cfg, env),
+    server = AgentServer(cfg, log, provider, no_model, env=environment.child_env(cfg, env),
                          redact=redactor.tree if redactor else None, config_problem=problem,
-                         hidden_env=tuple(dict.fromkeys([*secrets.key_variables(cfg), *hidden])))
+                         hidden_env=tuple(dict.fromkeys([*environment.key_variables(cfg), *hidden])))
     wake_r, wake_w = os.pipe()
 
     def closed() -> None:
@@ -190,7 +190,7 @@ def serve(cfg: Any, problem: str | None = None) -> int:
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
                         on_close=closed, urgent=frozenset({"session/cancel"}),
                         cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None)
-    server.endpoint = endpoint
+    server.channel.endpoint = endpoint
 
     def stop(signum: int, _frame: Any) -> None:
         log.info(f"[acp] {signal.Signals(signum).name}: shutting down")

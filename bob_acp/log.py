@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from bob_acp.timestamps import iso
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any, Callable, TextIO
@@ -58,17 +60,15 @@ def _redact_processor(_logger: Any, _name: str, event: dict) -> dict:
 
 def _stamp_processor(_logger: Any, _name: str, event: dict) -> dict:
     """The time the event happened (taken by the caller), not the time it is written."""
-    when = event.pop("_at", None) or time.time()
-    seconds = time.gmtime(when)
-    event["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", seconds) + f".{int(when % 1 * 1e6):06d}Z"
+    event["timestamp"] = iso(event.pop("_at", None) or time.time())
     return event
 
 
 def _json_renderer(_logger: Any, _name: str, event: dict) -> str:
-    from bob_acp.jsonrpc import codec
+    from bob_acp import jsontext
 
     plain = (str, int, float, bool, type(None))
-    return codec.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
+    return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
 
 def _console_renderer(_logger: Any, _name: str, event: dict) -> str:

@@ -1,37 +1,14 @@
-"""The secrets Bob holds (the model's key, the values of variables kept from tools) and their
-redaction, in every form a secret can take in a text: raw, repr-escaped and JSON-escaped.
-
-Tools start without the variables `tools.env.drop` names (shell patterns; the key's variable is
-always among them), so an approved `env` cannot put the key into a tool result, the next model
-request and the session file.
-"""
+"""Secrets in text and in Bob's own environment block: their redaction, in every form a secret
+can take in a text (raw, repr-escaped and JSON-escaped), and their removal from what a child can
+read of Bob's process. Which values are secrets is bob_acp.environment's business."""
 
 from __future__ import annotations
-
-import fnmatch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
     from typing import Any, Iterable
 
 MIN_SECRET = 6  # shorter values ("1", "true") would redact ordinary words
-
-
-def key_variables(cfg: Any) -> list[str]:
-    """The variables that hold the models' secrets: every configured model's key and the
-    variables its headers read, and the providers' usual key variables."""
-    from bob_acp import providers
-
-    names = providers.secret_variables(cfg)
-    return names + [v for v in dict.fromkeys(providers.DEFAULT_KEY_ENV.values()) if v not in names]
-
-
-def dropped(cfg: Any, env: dict[str, str]) -> dict[str, str]:
-    """The variables children do not inherit: the key's, and those matching tools.env.drop."""
-    patterns = list(cfg.tools.env.drop)
-    keys = set(key_variables(cfg))
-    return {name: value for name, value in env.items()
-            if name in keys or any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
 
 
 def hide_from_children(names: Iterable[str]) -> int:
@@ -64,20 +41,6 @@ def hide_from_children(names: Iterable[str]) -> int:
     for name in names:
         os.environ.pop(name, None)
     return hidden
-
-
-def child_env(cfg: Any, env: dict[str, str]) -> dict[str, str]:
-    drop = dropped(cfg, env)
-    return {name: value for name, value in env.items() if name not in drop}
-
-
-def values(cfg: Any, env: dict[str, str], key: str | None) -> tuple[str, ...]:
-    from bob_acp import providers
-
-    found = [key] if key else []
-    found += [v.strip() for v in dropped(cfg, env).values()]
-    found += providers.secret_values(cfg, env)
-    return tuple(sorted({v for v in found if v and len(v) >= MIN_SECRET}, key=len, reverse=True))
 
 
 def forms(secret: str) -> list[str]:

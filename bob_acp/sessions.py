@@ -37,9 +37,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from bob_acp import history
+from bob_acp import history, jsontext
 from bob_acp.atomic import NotRegular, atomic_write, open_regular
-from bob_acp.jsonrpc import codec
+from bob_acp.timestamps import iso, utc_now
 
 VERSION = 2
 VERSIONS = (1, 2)
@@ -125,7 +125,7 @@ class ReplayItem:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return utc_now()
 
 
 _seen: dict[str, tuple] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
@@ -190,7 +190,7 @@ class SessionStore:
             document["additionalDirectories"] = list(more)
         document["messages"] = self._redact(messages) if self._redact else messages
         self._make_folder()
-        atomic_write(path, codec.dumps(document, option=codec.OPT_INDENT_2) + b"\n")
+        atomic_write(path, jsontext.dumps(document, option=jsontext.OPT_INDENT_2) + b"\n")
         with _seen_lock:
             _seen[path] = _signature(path)
 
@@ -226,11 +226,11 @@ class SessionStore:
                 data = handle.read(MAX_FILE_BYTES + 1)
                 signature = _signature(path)
         except FileNotFoundError:
-            raise SessionLoadError(sid, f"session not found in {codec.clean(self.folder)}", missing=True) from None
+            raise SessionLoadError(sid, f"session not found in {jsontext.clean(self.folder)}", missing=True) from None
         except NotRegular:
-            raise SessionLoadError(sid, f"{codec.clean(path)} is not a regular file") from None
+            raise SessionLoadError(sid, f"{jsontext.clean(path)} is not a regular file") from None
         except OSError as exc:
-            raise SessionLoadError(sid, f"cannot read {codec.clean(path)}: {exc.strerror}") from None
+            raise SessionLoadError(sid, f"cannot read {jsontext.clean(path)}: {exc.strerror}") from None
         if len(data) > MAX_FILE_BYTES:
             raise SessionLoadError(sid, f"file larger than {MAX_FILE_BYTES} bytes")
         document = _document(sid, path, data)
@@ -316,8 +316,7 @@ def page(stores: list["SessionStore"], cursor: str | None, limit: int,
 
 
 def _iso(mtime_ns: int) -> str:
-    when = datetime.datetime.fromtimestamp(mtime_ns / 1e9, datetime.timezone.utc)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return iso(mtime_ns / 1e9)
 
 
 def encode_cursor(key: tuple[int, str]) -> str:
@@ -347,17 +346,17 @@ def _parse_head(data: bytes) -> dict:
     if cut < 0:
         raise ValueError("no messages key in the head")
     head = data[:cut].rstrip().rstrip(b",") + b"}"
-    value = codec.loads(head)
+    value = jsontext.loads(head)
     if not isinstance(value, dict) or value.get("version") not in VERSIONS:
         raise ValueError("not a session file")
     return value
 
 
 def _document(sid: str, path: str, data: bytes) -> dict:
-    shown = codec.clean(path)
+    shown = jsontext.clean(path)
     try:
-        document = codec.loads(data)
-    except (codec.JSONDecodeError, RecursionError):
+        document = jsontext.loads(data)
+    except (jsontext.JSONDecodeError, RecursionError):
         raise SessionLoadError(sid, f"{shown} is not valid JSON") from None
     if not isinstance(document, dict):
         raise SessionLoadError(sid, f"{shown} is not a session file")

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 
 NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64

@@ -15,7 +15,7 @@ import platform
 import threading
 
 from bob_acp import skills
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 from bob_acp.workspace import Workspace
 
 MAX_AGENTS_MD = 64 * 1024

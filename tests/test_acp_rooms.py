@@ -29,7 +29,7 @@ def make_server(tmp_path, **values):
     path.write_text(yaml.safe_dump(values))
     log.setup("error")
     server = AgentServer(config.load(str(path), env={}), log.get("test"), None, "no model configured")
-    server.endpoint = FakeEndpoint()
+    server.channel.endpoint = FakeEndpoint()
     server.initialize({"protocolVersion": 1})
     return server
 
@@ -68,7 +68,7 @@ def test_a_prompt_is_registered_in_frame_order_and_a_cancel_before_its_answer_wi
 def test_a_prompt_for_a_session_being_loaded_is_refused(tmp_path):
     server = make_server(tmp_path)
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
-    server.sessions[sid].loading = True
+    server.table.sessions[sid].loading = True
     with pytest.raises(RpcError) as info:
         server.part("turns").prepare({"sessionId": sid, "prompt": []})
     assert info.value.code == -32600 and "being loaded" in info.value.message
@@ -82,7 +82,7 @@ def test_new_without_a_model_answers_and_compact_says_no_model(tmp_path):
     reply = turns.prompt({"sessionId": sid, "prompt": [{"type": "text", "text": "/compact"}]}, prepared)
     with reply.guard:
         assert reply.result() == {"stopReason": "end_turn"}
-    chunk = server.endpoint.sent[-1][1]["update"]
+    chunk = server.channel.endpoint.sent[-1][1]["update"]
     assert chunk["content"]["text"] == "[compact: failed, history kept: no model is configured]"
 
 
@@ -121,7 +121,7 @@ def test_selectors_offer_the_models_and_modes_and_refuse_others(tmp_path):
         selectors.set_config_option({"sessionId": sid, "configId": "temperature", "value": "hot"})
     with pytest.raises(RpcError):
         selectors.set_mode({"sessionId": sid, "modeId": "yolo"})
-    session = server.sessions[sid]
+    session = server.table.sessions[sid]
     selectors.restore(session, {"model": "gone", "mode": "ask"})
     assert session.conv.model is None and session.conv.mode == "ask"
 
@@ -129,7 +129,7 @@ def test_selectors_offer_the_models_and_modes_and_refuse_others(tmp_path):
 def test_a_saved_mode_that_asks_less_than_the_configured_one_is_not_restored(tmp_path):
     server = make_server(tmp_path, acp={"configOptions": True}, permissions={"mode": "allow-edits"})
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
-    session, selectors = server.sessions[sid], server.part("selectors")
+    session, selectors = server.table.sessions[sid], server.part("selectors")
     notice = selectors.restore(session, {"mode": "allow-all"})
     assert session.conv.mode == "allow-edits" and "allow-all" in notice and "allow-edits" in notice
     assert selectors.restore(session, {"mode": "ask"}) is None and session.conv.mode == "ask"

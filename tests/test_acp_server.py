@@ -49,13 +49,13 @@ def test_bob_without_auth_methods_answers_authenticate_with_nothing():
 def test_a_session_id_the_connection_holds_is_refused_and_the_held_one_kept(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
-    first = srv.make_session("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
-    srv.admit(first)
-    again = srv.make_session("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
+    first = srv.opener.make("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
+    srv.table.admit(first)
+    again = srv.opener.make("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
     with pytest.raises(RpcError) as info:
-        srv.admit(again)
+        srv.table.admit(again)
     assert info.value.code == -32603
-    assert srv.sessions["20260101-000000-00000001"] is first
+    assert srv.table.sessions["20260101-000000-00000001"] is first
 
 
 @pytest.mark.parametrize("outcome, expected", [
@@ -90,6 +90,6 @@ def test_load_replaces_the_stored_system_prompt(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
     stored = [history.system("an old prompt"), history.user("hi"), history.assistant("hello")]
-    session = srv.make_session(sessions.new_id(), workspace.of(str(tmp_path)), stored)
+    session = srv.opener.make(sessions.new_id(), workspace.of(str(tmp_path)), stored)
     assert session.conv.messages[0]["content"].startswith("You are Bob")
     assert session.conv.messages[1:] == stored[1:]

@@ -163,7 +163,7 @@ def test_the_default_configurations_request_is_byte_for_byte_as_before(server, t
 
 
 def test_a_header_that_reads_the_environment_is_kept_out_of_tools_and_logs(tmp_path):
-    from bob_acp import secrets
+    from bob_acp import environment as secrets
 
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"models": [

@@ -6,7 +6,7 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 
 # `@path` starts at a word boundary (so `bob@example.com` is no mention) and runs to the next
 # white space; `@"path with spaces"` quotes a path.

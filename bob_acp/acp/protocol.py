@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from bob_acp.jsonrpc import codec
+from bob_acp import jsontext
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
@@ -219,7 +219,7 @@ def bounded_input(value: Any) -> Any:
     shown = walk(value, 0)
     if budget[0] >= 0:
         return shown
-    size = len(codec.dumps(value))
+    size = len(jsontext.dumps(value))
     return {"_bob": f"[the arguments ({size} bytes of JSON) are too large to show here; the model's call holds "
                     f"them whole]"}
 
@@ -228,7 +228,7 @@ def bounded(text: str, limit: int = MAX_TEXT) -> str:
     """At most `limit` characters: the head and the tail around a marker of what was cut."""
     if len(text) <= limit:
         return text  # (ill-formed Unicode is cleaned when the frame is encoded)
-    text = codec.clean(text)
+    text = jsontext.clean(text)
     half = limit // 2
     return f"{text[:half]}\n[… {len(text) - 2 * half} characters cut …]\n{text[-half:]}"
 

@@ -9,14 +9,18 @@ and a prompt routed before it makes the load refuse (-32600).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
-from bob_acp import workspace
+from bob_acp import sessions, tools, workspace
 from bob_acp.acp import protocol as p
+from bob_acp.acp.channel import ClientChannel
+from bob_acp.acp.opener import Opener
 from bob_acp.acp.params import cwd_param, mcp_servers, more_roots, required_str, unknown_session
-from bob_acp.acp.server import sessions, tools
 from bob_acp.acp.session import Session
+from bob_acp.acp.table import SessionTable
 from bob_acp.acp.updates import result_content
+from bob_acp.config import Config
+from bob_acp.engine import Engine
 from bob_acp.engine.turn import new_message_id
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
@@ -26,25 +30,31 @@ PAGE = 50
 
 
 class Handlers:
-    def __init__(self, server: Any):
-        self.server = server
+    def __init__(self, cfg: Config, log: Any, table: SessionTable, channel: ClientChannel,
+                 engine_of: Callable[[], Engine], opener: Opener, ready: Callable[[], None]):
+        self.cfg = cfg
+        self.log = log
+        self.table = table
+        self.channel = channel
+        self.engine_of = engine_of
+        self.opener = opener
+        self.ready = ready  # raises unless initialize (and sign-in) came first
         self.cwds: set[str] = set()  # folders this connection saw sessions in (list and delete without cwd)
 
     # ---- load / resume ---------------------------------------------------------------------
 
     def prepare_load(self, params: dict) -> tuple[str, Workspace, list, Session | None]:
-        server = self.server
-        server.require_ready()
+        self.ready()
         sid = required_str(params, "sessionId")
         # Omitted or empty, no further roots (the protocol's rule): the client passes back what
         # session/list reports for the session to have them again.
-        ws = workspace.of(cwd_param(params), more_roots(params, server.cfg.acp.additionalDirectories) or ())
+        ws = workspace.of(cwd_param(params), more_roots(params, self.cfg.acp.additionalDirectories) or ())
         servers = mcp_servers(params)
         if not sessions.valid_id(sid):
             raise RpcError.invalid_params("sessionId: not a valid session id",
                                           data={"sessionId": sid[:100], "error": "not a valid session id"})
-        with server.sessions_lock:
-            held = server.sessions.get(sid) or server.draining.get(sid)
+        with self.table.lock:
+            held = self.table.held(sid)
             if held is not None and held.busy:
                 raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
             if held is not None:
@@ -57,33 +67,32 @@ class Handlers:
         replayed = self._replay(session)
         self.send_plan(session)
         if notice:
-            self.server.tell(session, notice)
-        self.server.send_commands(session)
-        self.server.log.info(f"[acp] session {sid} loaded from {folder}: {replayed} message(s) replayed")
-        return self.server.session_result(session, {})
+            self.channel.tell(session.id, notice)
+        self.opener.send_commands(session)
+        self.log.info(f"[acp] session {sid} loaded from {folder}: {replayed} message(s) replayed")
+        return self.opener.result(session, {})
 
     def resume(self, params: dict) -> Reply:
         """The session registered again without a replay (the client has it); the model sees
         the whole history."""
         sid, ws, servers, held = self.prepare_load(params)
         session, folder, notice = self._take_over(sid, ws, servers, held)
-        self.server.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
+        self.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
 
         def after() -> None:
             self.send_plan(session)
             if notice:
-                self.server.tell(session, notice)
-            self.server.send_commands(session)  # the slash menu of a resumed session too
+                self.channel.tell(session.id, notice)
+            self.opener.send_commands(session)  # the slash menu of a resumed session too
 
-        return Reply(self.server.session_result(session, {}), after=after)
+        return Reply(self.opener.result(session, {}), after=after)
 
     def _take_over(self, sid: str, ws: Workspace, servers: list, held: Session | None) -> tuple[Session, str, str | None]:
-        server = self.server
         cwd = ws.cwd
-        store = server.store(cwd)
+        store = self.table.store(cwd)
         try:
             stored = store.load(sid)
-            session = server.make_session(sid, ws, stored.messages, servers)
+            session = self.opener.make(sid, ws, stored.messages, servers)
         except sessions.SessionLoadError as exc:
             self._release(held)
             if exc.missing:
@@ -94,9 +103,9 @@ class Handlers:
             self._release(held)
             raise
         session.title = stored.title or sessions.title_of(stored.messages)
-        notice = server.part("selectors").restore(session, stored.choices) if server.cfg.acp.configOptions else None
+        notice = self.opener.selectors().restore(session, stored.choices) if self.cfg.acp.configOptions else None
         try:
-            server.admit(session, replacing=held)
+            self.table.admit(session, replacing=held)
         except BaseException:  # refused (limits.maxSessions): the servers started for it end now
             if session.mcp is not None:
                 session.mcp.close()
@@ -110,29 +119,28 @@ class Handlers:
 
     def send_plan(self, session: Session) -> None:
         """The session's last plan (tools.plan), so the editor shows it again after a load or resume."""
-        if not self.server.cfg.tools.plan:
+        if not self.cfg.tools.plan:
             return
         entries = last_plan(session.conv.messages)
         if entries is not None:
-            self.server.update(session.id, {"sessionUpdate": "plan", "entries": entries})
+            self.channel.update(session.id, {"sessionUpdate": "plan", "entries": entries})
 
     def _release(self, held: Session | None) -> None:
         if held is not None:
-            with self.server.sessions_lock:
+            with self.table.lock:
                 held.loading = False
 
     def _replay(self, session: Session) -> int:
         items = sessions.replay_items(session.conv.messages)
-        recorded = self.server.cfg.acp.replayStatus == "recorded"
-        self.server.engine.refs.reserve([item.ref for item in items if item.kind == "tool"])
+        recorded = self.cfg.acp.replayStatus == "recorded"
+        self.engine_of().refs.reserve([item.ref for item in items if item.kind == "tool"])
         for item in items:
-            self.server.update(session.id, replay_update(item, session.workspace, recorded))
+            self.channel.update(session.id, replay_update(item, session.workspace, recorded))
         return sum(1 for m in session.conv.messages if m["role"] != "system")
 
     # ---- list / close / delete ---------------------------------------------------------------
 
     def list(self, params: dict) -> dict:
-        server = self.server
         cwd = params.get("cwd")
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
@@ -142,9 +150,9 @@ class Handlers:
         else:
             folders = sorted(self._known_cwds())
         # (acp.additionalDirectories) only the sessions that have every one of these roots
-        wanted = set(more_roots(params, server.cfg.acp.additionalDirectories) or ())
+        wanted = set(more_roots(params, self.cfg.acp.additionalDirectories) or ())
         try:
-            found, next_cursor = sessions.page([server.store(c) for c in folders], cursor, PAGE,
+            found, next_cursor = sessions.page([self.table.store(c) for c in folders], cursor, PAGE,
                                                (lambda item: wanted <= set(item.more)) if wanted else None)
         except ValueError as exc:
             raise RpcError.invalid_params(f"cursor: {exc}") from None
@@ -154,8 +162,7 @@ class Handlers:
         return result
 
     def _known_cwds(self) -> set[str]:
-        with self.server.sessions_lock:
-            held = {s.cwd for s in self.server.sessions.values()}
+        held = self.table.folders()
         try:
             here = {os.getcwd()}
         except OSError:  # the folder Bob was started in was deleted under it
@@ -163,27 +170,26 @@ class Handlers:
         return held | self.cwds | here
 
     def close(self, params: dict) -> dict:
-        session = self.server.session(params)
-        self.server.drop(session)
-        self.server.log.info(f"[acp] session {session.id}: closed (its file stays)")
+        session = self.table.get(params)
+        self.table.drop(session)
+        self.log.info(f"[acp] session {session.id}: closed (its file stays)")
         return {}
 
     def delete(self, params: dict) -> dict:
         """Forget a session and delete its file. An id nobody knows (never was, or deleted
         already) succeeds silently, as the protocol says it SHOULD; a malformed id does not."""
-        server = self.server
         sid = required_str(params, "sessionId")
         if not sessions.valid_id(sid):
             raise unknown_session(sid, "not a valid session id")
-        with server.sessions_lock:
-            held = server.sessions.get(sid) or server.draining.get(sid)
+        with self.table.lock:
+            held = self.table.held(sid)
             if held is not None and held.busy:
                 raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
         folders = [held.cwd] if held is not None else sorted(self._known_cwds())
-        found = any(server.store(cwd).delete(sid) for cwd in folders)
+        found = any(self.table.store(cwd).delete(sid) for cwd in folders)
         if held is not None:
-            server.drop(held)
-        server.log.info(f"[acp] session {sid}: {'deleted' if found or held else 'delete: no such session, nothing to do'}")
+            self.table.drop(held)
+        self.log.info(f"[acp] session {sid}: {'deleted' if found or held else 'delete: no such session, nothing to do'}")
         return {}
 
 

@@ -3,10 +3,15 @@ same mode as ACP modes for older clients), session/set_config_option and session
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
+from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
+from bob_acp.acp.table import SessionTable
+from bob_acp.config import Config
+from bob_acp.engine import Engine
 from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.providers.models import ModelSet
 
 MODES = (
     ("ask", "Ask", "Ask before every tool call that touches the machine"),
@@ -21,21 +26,30 @@ RANK = {"ask": 0, "sandboxed": 1, "allow-edits": 1, "allow-all": 2}  # how much 
 
 
 class Handlers:
-    def __init__(self, server: Any):
-        self.server = server
+    def __init__(self, cfg: Config, log: Any, table: SessionTable, channel: ClientChannel,
+                 engine_of: Callable[[], Engine]):
+        self.cfg = cfg
+        self.log = log
+        self.table = table
+        self.channel = channel
+        self.engine_of = engine_of
+
+    @property
+    def _models(self) -> ModelSet:
+        return self.engine_of().models
 
     def models(self) -> list[str]:
         """The values the model selector offers: every configured model by its id, then the
         further names each serves (choices)."""
-        return [option.value for option in self.server.engine.models.options()]
+        return [option.value for option in self._models.options()]
 
     def modes(self) -> tuple:
         """The approval modes this Bob offers (sandboxed only where a sandbox is configured)."""
-        return tuple(m for m in MODES if m[0] != "sandboxed" or self.server.cfg.tools.sandbox != "off")
+        return tuple(m for m in MODES if m[0] != "sandboxed" or self.cfg.tools.sandbox != "off")
 
     def levels(self, session: Session | None = None) -> tuple:
         """The reasoning levels the session's model takes (none for the script provider)."""
-        models = self.server.engine.models
+        models = self._models
         provider = (models.pick(session.conv.model) if session is not None else models.pick(None)).entry.settings.provider
         if provider == "openai":
             from bob_acp.providers.openai import REASONING_LEVELS
@@ -56,7 +70,7 @@ class Handlers:
                       "options": [{"value": level, "name": LEVEL_NAMES.get(level, level)} for level in levels]}]
         return [
             {"id": "model", "name": "Model", "category": "model", "type": "select",
-             "currentValue": self.server.engine.models.pick(conv.model).value,
+             "currentValue": self._models.pick(conv.model).value,
              "options": [{"value": name, "name": name} for name in self.models()]},
             {"id": "mode", "name": "Approval mode", "category": "mode", "type": "select",
              "currentValue": conv.mode,
@@ -78,18 +92,18 @@ class Handlers:
         saved = choices.get("mode")
         if saved not in {mode for mode, _, _ in self.modes()}:
             return None
-        configured = self.server.cfg.permissions.mode
+        configured = self.cfg.permissions.mode
         if RANK[saved] <= RANK[configured]:
             session.conv.mode = saved
             return None
         session.conv.mode = configured
-        self.server.log.info(f"[acp] session {session.id}: saved approval mode {saved} not restored "
+        self.log.info(f"[acp] session {session.id}: saved approval mode {saved} not restored "
                              f"(it asks less than permissions.mode {configured})")
         return (f"🔒 This session was saved in approval mode `{saved}`; it continues in `{configured}`, which asks "
                 "before tool calls as configured. Choose another mode in the mode selector to change it.")
 
     def set_config_option(self, params: dict) -> dict:
-        session = self.server.session(params)
+        session = self.table.get(params)
         config_id, value = params.get("configId"), params.get("value")
         if config_id == "model":
             self._set_model(session, value)
@@ -109,7 +123,7 @@ class Handlers:
         return {"configOptions": self.options(session)}
 
     def set_mode(self, params: dict) -> dict:
-        session = self.server.session(params)
+        session = self.table.get(params)
         self._set_mode(session, params.get("modeId"), "modeId")
         return {}
 
@@ -125,7 +139,7 @@ class Handlers:
 
     def _chosen(self, value: str) -> str | None:
         """What a session keeps for a model choice (None: the default, the first option)."""
-        return None if value == self.server.engine.models.options()[0].value else value
+        return None if value == self._models.options()[0].value else value
 
     def _set_mode(self, session: Session, value: Any, field: str) -> None:
         if not isinstance(value, str) or value not in {mode for mode, _, _ in self.modes()}:
@@ -136,12 +150,12 @@ class Handlers:
             self._changed(session, mode=True)
 
     def _changed(self, session: Session, mode: bool) -> None:
-        self.server.log.info(f"[acp] session {session.id}: model {self.server.engine.models.pick(session.conv.model).value}, "
+        self.log.info(f"[acp] session {session.id}: model {self._models.pick(session.conv.model).value}, "
                              f"mode {session.conv.mode}")
-        self.server.update(session.id, {"sessionUpdate": "config_option_update", "configOptions": self.options(session)})
+        self.channel.update(session.id, {"sessionUpdate": "config_option_update", "configOptions": self.options(session)})
         if mode:
-            self.server.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": session.conv.mode})
-        self.server.save(session)
+            self.channel.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": session.conv.mode})
+        self.table.save(session)
 
 
 def modes_state(current: str, offered: tuple = MODES) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 from bob_acp.cancel import Cancel
@@ -63,3 +64,18 @@ class Session:
     def cancel_all(self) -> None:
         for turn in list(self.turns):
             turn.cancel_now()
+
+    def end(self) -> None:
+        """The session is forgotten: its turns are cancelled, its sandbox's cache goes, what its
+        commands left running on purpose (bg-jobs, setsid) and its MCP servers end, off the
+        caller's thread."""
+        self.cancel_all()
+        if self.conv.sandbox is not None:
+            self.conv.sandbox.remove_cache()
+        if self.conv.owner and "bob_acp.children" in sys.modules:
+            from bob_acp import children
+
+            threading.Thread(target=children.end_orphans, args=(self.conv.owner,), name="bob-session-orphans",
+                             daemon=True).start()
+        if self.mcp is not None:
+            threading.Thread(target=self.mcp.close, name="bob-mcp-close", daemon=True).start()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from bob_acp.acp import protocol as p
+from bob_acp.acp.channel import ClientChannel
+from bob_acp.acp.session import Session
 from bob_acp.cancel import Cancel
 from bob_acp.jsonrpc.endpoint import Outcome
 
@@ -32,30 +34,31 @@ def locations(call: Any) -> list[dict]:
 
 
 class TurnSink:
-    def __init__(self, server: Any, session: Any, cancel: Cancel):
-        self.server = server
+    def __init__(self, channel: ClientChannel, log: Any, session: Session, cancel: Cancel):
+        self.channel = channel
+        self.log = log
         self.sid = session.id
         self.cwd = session.cwd
         self.cancel = cancel
         # Zed's display-only terminal (_meta), unless commands run in the editor's own terminals.
         client = session.conv.client
-        self.terminal = server.terminal_output and not (client is not None and client.can_run)
+        self.terminal = channel.capabilities.terminal_output and not (client is not None and client.can_run)
 
-    def _send(self, update: dict) -> None:
+    def send(self, update: dict) -> None:
         # While the client is not reading, the turn waits for room; a cancelled turn stops waiting.
-        self.server.update(self.sid, update, self.cancel.is_set)
+        self.channel.update(self.sid, update, self.cancel.is_set)
 
     def text(self, chunk: str, message_id: str) -> None:
-        self._send(p.agent_chunk(chunk, message_id))
+        self.send(p.agent_chunk(chunk, message_id))
 
     def thought(self, chunk: str, message_id: str) -> None:
-        self._send(p.thought_chunk(chunk, message_id))
+        self.send(p.thought_chunk(chunk, message_id))
 
     def retrying(self, attempt: int, delay: float, why: str) -> None:
-        self.server.log.info(f"[acp] session {self.sid}: {why}; retry {attempt} in {delay:.1f} s")
+        self.log.info(f"[acp] session {self.sid}: {why}; retry {attempt} in {delay:.1f} s")
 
     def usage(self, used: int, size: int, cost: float | None) -> None:
-        self._send(p.usage_update(used, size, cost))
+        self.send(p.usage_update(used, size, cost))
 
     def _terminal(self, call: Any) -> bool:
         return self.terminal and call.name == "bash"
@@ -72,7 +75,7 @@ class TurnSink:
             meta = {"terminal_info": {"terminal_id": call.ref, "cwd": self.cwd}}
         if call.sandboxed:  # (tools.sandbox) the client can say the command runs confined
             meta = {**(meta or {}), "bob": {"sandboxed": True}}
-        self._send(p.tool_call(call.ref, call.title, call.kind, call.arguments, locations(call),
+        self.send(p.tool_call(call.ref, call.title, call.kind, call.arguments, locations(call),
                                content=content, meta=meta))
 
     def permission(self, call: Any, cancel: Cancel) -> str:
@@ -86,7 +89,7 @@ class TurnSink:
                                        self._proposed(call)),
             "options": options,
         }
-        outcome = self.server.ask_client(p.REQUEST_PERMISSION, params, cancel)
+        outcome = self.channel.ask(p.REQUEST_PERMISSION, params, cancel)
         choice = chosen_option(outcome, {o["optionId"] for o in options})
         if choice == p.REJECT:
             call.reason = rejection_reason(outcome)
@@ -96,41 +99,41 @@ class TurnSink:
             # either way; give the cancel a moment so the turn ends as the person meant.
             cancel.wait(CANCEL_FOLLOWS)
         if choice == p.REJECT and not outcome.ok:
-            self.server.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: "
+            self.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: "
                                  f"{str(outcome.error or 'no answer')[:200]}")
         return choice
 
     def plan(self, entries: list[dict]) -> None:
-        self._send({"sessionUpdate": "plan", "entries": entries})
+        self.send({"sessionUpdate": "plan", "entries": entries})
 
     def tool_running(self, call: Any) -> None:
-        self._send(p.tool_call_update(call.ref, "in_progress"))
+        self.send(p.tool_call_update(call.ref, "in_progress"))
 
     def tool_output(self, call: Any, tail: str, delta: str) -> None:
         if self._terminal(call):
             meta = {"terminal_output": {"terminal_id": call.ref, "data": delta}}
-            self._send(p.tool_call_update(call.ref, "in_progress", meta=meta))
+            self.send(p.tool_call_update(call.ref, "in_progress", meta=meta))
         else:
-            self._send(p.tool_call_update(call.ref, "in_progress", result_content(call.name, call.arguments, tail)))
+            self.send(p.tool_call_update(call.ref, "in_progress", result_content(call.name, call.arguments, tail)))
 
     def tool_terminal(self, call: Any) -> None:
-        self._send(p.tool_call_update(call.ref, "in_progress", [p.terminal_content(call.terminal)]))
+        self.send(p.tool_call_update(call.ref, "in_progress", [p.terminal_content(call.terminal)]))
 
     def tool_finished(self, call: Any, result: Any) -> None:
         status = "failed" if result.failed else "completed"
         raw = {"output": p.bounded(result.output, RAW_OUTPUT_LIMIT)}
         if call.terminal is not None:  # the editor keeps showing its terminal, released or not
-            self._send(p.tool_call_update(call.ref, status, [p.terminal_content(call.terminal)], raw))
+            self.send(p.tool_call_update(call.ref, status, [p.terminal_content(call.terminal)], raw))
             return
         if self._terminal(call) and (result.exit_code is not None or result.signal is not None):
             meta = {"terminal_exit": {"terminal_id": call.ref, "exit_code": result.exit_code, "signal": result.signal}}
-            self._send(p.tool_call_update(call.ref, status, [p.terminal_content(call.ref)], raw, meta))
+            self.send(p.tool_call_update(call.ref, status, [p.terminal_content(call.ref)], raw, meta))
             return
         if result.diff is not None:
             content = [p.diff_content(result.diff.path, result.diff.old_text, result.diff.new_text)]
         else:
             content = result_content(call.name, call.arguments, result.output)
-        self._send(p.tool_call_update(call.ref, status, content, raw))
+        self.send(p.tool_call_update(call.ref, status, content, raw))
 
 
 def _cancelled_outcome(outcome: Outcome) -> bool:
@@ -142,7 +145,7 @@ def _cancelled_outcome(outcome: Outcome) -> bool:
 def rejection_reason(outcome: Outcome) -> str:
     """What the user said to do instead, with a rejection (`_meta.bob.reason` of the answer, as
     `bob-acp chat` sends it): one line, bounded; "" when none."""
-    from bob_acp.jsonrpc.codec import clean
+    from bob_acp.jsontext import clean
 
     result = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
     meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}

@@ -8,7 +8,7 @@ import orjson
 
 from bob_acp import history
 from bob_acp.history import CANCELLED_RESULT, NOT_RUN, REJECTED  # noqa: F401  (the engine's words)
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolResult
 from bob_acp.workspace import Workspace
 

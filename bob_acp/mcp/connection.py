@@ -11,10 +11,9 @@ import threading
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from bob_acp import children, httpio
+from bob_acp import children, httpio, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
-from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.endpoint import Endpoint, Route
 from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
 
@@ -90,7 +89,7 @@ def _interruption(what: str, timed_out: threading.Event, cancel: Cancel | None, 
 
 def _error(what: str, error: Any) -> McpError:
     message = error.get("message") if isinstance(error, dict) else error
-    return McpError(f"{what}: {codec.clean(str(message))[:300]}")
+    return McpError(f"{what}: {jsontext.clean(str(message))[:300]}")
 
 
 def _result(what: str, result: Any) -> dict:
@@ -177,7 +176,7 @@ class StdioConnection(Connection):
             if logged >= STDERR_LINES:
                 dropped += 1
                 continue
-            line = codec.clean(raw.decode("utf-8", "replace").rstrip("\n"))[:STDERR_LINE]
+            line = jsontext.clean(raw.decode("utf-8", "replace").rstrip("\n"))[:STDERR_LINE]
             if line:
                 logged += 1
                 self._log.info(f"[mcp] {self.name}: {line}")
@@ -283,7 +282,7 @@ class HttpConnection(Connection):
         import requests
 
         msg_id = self._next_id()
-        body = codec.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+        body = jsontext.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
         timed_out = threading.Event()
         # One wake-up for both ends of waiting, the user's cancel and mcp.timeout: set before the
         # server's headers, the POST is abandoned at once; after them, the socket is shut down.
@@ -331,7 +330,7 @@ class HttpConnection(Connection):
             except (OSError, ValueError) as exc:  # requests' exceptions are OSErrors too
                 kind = f"{type(exc).__name__}: " if isinstance(exc, requests.exceptions.RequestException) else ""
                 problem = _interruption(method, timed_out, cancel, timeout)
-                raise (problem or McpError(self.scrub(f"{method}: {kind}{codec.clean(str(exc))[:200]}"))) from None
+                raise (problem or McpError(self.scrub(f"{method}: {kind}{jsontext.clean(str(exc))[:200]}"))) from None
         finally:
             timer.cancel()
             unsubscribe()
@@ -355,8 +354,8 @@ class HttpConnection(Connection):
         if kind.startswith("text/event-stream"):
             return self._from_events(response, msg_id)
         try:
-            message = codec.loads(_read_capped(response.raw, method))
-        except (codec.JSONDecodeError, RecursionError):
+            message = jsontext.loads(_read_capped(response.raw, method))
+        except (jsontext.JSONDecodeError, RecursionError):
             raise McpError(f"{method}: the answer is not JSON") from None
         if not isinstance(message, dict):
             raise McpError(f"{method}: the answer is not a JSON-RPC message")
@@ -368,8 +367,8 @@ class HttpConnection(Connection):
             if not data.strip():
                 continue  # a priming event
             try:
-                message = codec.loads(data)
-            except (codec.JSONDecodeError, RecursionError):
+                message = jsontext.loads(data)
+            except (jsontext.JSONDecodeError, RecursionError):
                 continue
             if not isinstance(message, dict):
                 continue
@@ -385,7 +384,7 @@ class HttpConnection(Connection):
 
     def _post(self, message: dict) -> None:
         try:
-            self._http.post(self.url, data=codec.dumps(message), headers=self._headers, timeout=(10, 10))
+            self._http.post(self.url, data=jsontext.dumps(message), headers=self._headers, timeout=(10, 10))
         except Exception as exc:  # a notification that cannot be delivered changes nothing here
             self._log.info(f"[mcp] {self.name}: could not send {message.get('method', 'an answer')}: {exc}")
 

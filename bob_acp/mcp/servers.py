@@ -9,9 +9,8 @@ import threading
 import time
 from typing import Any
 
-from bob_acp import __version__
+from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
-from bob_acp.jsonrpc import codec
 from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
 from bob_acp.workspace import Workspace
@@ -98,7 +97,7 @@ class McpTool(Tool):
         return f"mcp:{self.server.name}\0{self.tool}"
 
     def grant(self, args: dict, ws: Workspace) -> str:
-        return f"{self.grant_key}: {codec.dumps(args, option=None).decode()}"
+        return f"{self.grant_key}: {jsontext.dumps(args, option=None).decode()}"
 
     def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         if not self.server.connection.alive:
@@ -133,8 +132,8 @@ def result_text(result: dict) -> str:
             text = resource.get("text")
             parts.append(f"[resource: {resource.get('uri', '?')}]" + (f"\n{text}" if isinstance(text, str) else ""))
     if not parts and result.get("structuredContent") is not None:
-        parts.append(codec.dumps(result["structuredContent"]).decode())
-    return codec.clean("\n".join(parts)) or "(no output)"
+        parts.append(jsontext.dumps(result["structuredContent"]).decode())
+    return jsontext.clean("\n".join(parts)) or "(no output)"
 
 
 def tool_name(server: str, tool: str, taken: set[str]) -> str:
@@ -183,7 +182,7 @@ class McpSet:
                     if len(tools) < room:
                         tools.append(McpTool(self._name(server.name, spec["name"]), server, spec))
                     else:
-                        left_out.append(f"{server.name}: {codec.clean(spec['name'])[:64]}")
+                        left_out.append(f"{server.name}: {jsontext.clean(spec['name'])[:64]}")
         new = [name for name in left_out if name not in self._left_out]
         if new:
             self._left_out.update(new)
@@ -272,7 +271,7 @@ def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, s
         except McpError as exc:
             results[index] = (None, f"MCP server '{name}': {exc}")
         except (OSError, ValueError) as exc:
-            results[index] = (None, f"MCP server '{name}' could not start: {codec.clean(str(exc))[:200]}")
+            results[index] = (None, f"MCP server '{name}' could not start: {jsontext.clean(str(exc))[:200]}")
 
     threads = [threading.Thread(target=connect, args=(i, spec), name=f"bob-mcp-start-{i}", daemon=True)
                for i, spec in enumerate(specs)]
@@ -311,7 +310,7 @@ def _unique_names(specs: list) -> list[str]:
 
 def _name_of(spec: Any, index: int) -> str:
     name = spec.get("name") if isinstance(spec, dict) else None
-    return codec.clean(name)[:64] if isinstance(name, str) and name else f"server{index + 1}"
+    return jsontext.clean(name)[:64] if isinstance(name, str) and name else f"server{index + 1}"
 
 
 def _connection(spec: Any, name: str, cwd: str, env: dict, log: Any) -> Connection:

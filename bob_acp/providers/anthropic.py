@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
@@ -120,7 +120,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
     for event, payload in sse.json_events(lines, idle_timeout=idle_timeout):
         kind = payload.get("type", event)
         if kind == "error":
-            raise ModelError(f"model API error: {codec.clean(error_message(payload) or str(payload)[:200])}")
+            raise ModelError(f"model API error: {jsontext.clean(error_message(payload) or str(payload)[:200])}")
         if kind == "message_start":
             message = payload.get("message")
             _take_usage(message.get("usage") if isinstance(message, dict) else None, usage)
@@ -246,10 +246,10 @@ def _tool_call(block: dict) -> ToolCall:
     # Some proxies put the whole input in content_block_start and stream no deltas.
     if not arguments.strip() and isinstance(block.get("input"), dict):
         return ToolCall(block["id"] or new_call_id(), name, block["input"])
-    return ToolCall(block["id"] or new_call_id(), name, parse_arguments(codec.clean(name), arguments))
+    return ToolCall(block["id"] or new_call_id(), name, parse_arguments(jsontext.clean(name), arguments))
 
 
 def _thinking_block(block: dict) -> dict:
     if block["type"] == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block["data"] if isinstance(block["data"], str) else ""}
-    return {"type": "thinking", "thinking": codec.clean("".join(block["thinking"])), "signature": block["signature"]}
+    return {"type": "thinking", "thinking": jsontext.clean("".join(block["thinking"])), "signature": block["signature"]}

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc.codec import clean, clean_tree
+from bob_acp.jsontext import clean, clean_tree
 
 
 class ToolCall:

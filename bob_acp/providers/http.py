@@ -12,10 +12,9 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from bob_acp import httpio
+from bob_acp import httpio, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
-from bob_acp.jsonrpc import codec
 from bob_acp.providers.base import Quiet, Stream
 from bob_acp.secrets import Redactor
 
@@ -100,7 +99,7 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: A
 
     deadline = time.monotonic() + total_budget
     attempt = 0
-    data = codec.dumps(body)
+    data = jsontext.dumps(body)
     # identity: the body is read raw, as it arrives; a compressed event stream would be garbage.
     headers = {**headers, "Accept-Encoding": "identity"}
     while True:
@@ -292,8 +291,8 @@ def _status_line(response: Any, error_message: Callable[[Any], str | None], url:
         text = ""
     message = None
     try:
-        message = error_message(codec.loads(text))
-    except (codec.JSONDecodeError, TypeError, AttributeError, KeyError, RecursionError):
+        message = error_message(jsontext.loads(text))
+    except (jsontext.JSONDecodeError, TypeError, AttributeError, KeyError, RecursionError):
         pass
     if not message:
         message = " ".join(text.split())[:200] or response.reason or "no body"

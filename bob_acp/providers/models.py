@@ -107,7 +107,7 @@ def list_models(entry: Entry) -> list[str]:
     vLLM, llama.cpp and LM Studio serve)."""
     import requests
 
-    from bob_acp.jsonrpc import codec
+    from bob_acp import jsontext
 
     wire = getattr(entry.provider, "wire", None)
     if wire is None:
@@ -121,12 +121,12 @@ def list_models(entry: Entry) -> list[str]:
     if len(data) > 1024 * 1024:
         raise ValueError("GET /models answered more than 1 MiB")
     try:
-        document = codec.loads(data)
-    except codec.JSONDecodeError:
+        document = jsontext.loads(data)
+    except jsontext.JSONDecodeError:
         raise ValueError("GET /models did not answer JSON") from None
     items = document.get("data") if isinstance(document, dict) else None
     if not isinstance(items, list):
         raise ValueError("GET /models answered no data list")
-    names = [codec.clean(item["id"]) for item in items
+    names = [jsontext.clean(item["id"]) for item in items
              if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]]
     return sorted(set(names))[:MAX_LISTED]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
@@ -32,7 +32,7 @@ def to_wire(messages: list[dict]) -> list[dict]:
                 wire["content"] = message["content"] or ""  # some local servers reject null
                 wire["tool_calls"] = [
                     {"id": c["id"], "type": "function",
-                     "function": {"name": c["name"], "arguments": codec.dumps(c["arguments"]).decode()}}
+                     "function": {"name": c["name"], "arguments": jsontext.dumps(c["arguments"]).decode()}}
                     for c in message["tool_calls"]]
             out.append(wire)
         elif role == "tool":
@@ -93,7 +93,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
             finished = True
             break
         if chunk.get("error"):
-            raise ModelError(f"model API error: {codec.clean(error_message(chunk) or str(chunk['error'])[:200])}")
+            raise ModelError(f"model API error: {jsontext.clean(error_message(chunk) or str(chunk['error'])[:200])}")
         _take_usage(chunk.get("usage"), usage)
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):

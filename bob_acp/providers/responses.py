@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc import codec
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
@@ -45,7 +45,7 @@ def to_input(messages: list[dict]) -> tuple[str, list[dict]]:
             if message["content"]:
                 items.append({"role": "assistant", "content": message["content"]})
             items += [{"type": "function_call", "call_id": c["id"], "name": c["name"],
-                       "arguments": codec.dumps(c["arguments"]).decode()} for c in message.get("tool_calls", ())]
+                       "arguments": jsontext.dumps(c["arguments"]).decode()} for c in message.get("tool_calls", ())]
         elif role == "tool":
             items.append({"type": "function_call_output", "call_id": message["tool_call_id"],
                           "output": message["content"]})
@@ -259,5 +259,5 @@ def _failure(error: Any) -> str:
         words = message if isinstance(message, str) and message else str(code or "the request failed")
         if isinstance(code, str) and code and code not in words:
             words = f"{words} ({code})"
-        return " ".join(codec.clean(words).split())[:300]
+        return " ".join(jsontext.clean(words).split())[:300]
     return "the request failed"

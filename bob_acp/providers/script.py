@@ -11,9 +11,9 @@ import re
 import threading
 from typing import Any, Callable
 
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
-from bob_acp.jsonrpc import codec
 from bob_acp.providers.base import Reply, Stream, ToolCall, Usage
 
 NO_MORE = {"text": "(script: no more replies)"}
@@ -128,10 +128,10 @@ def _parse(path: str) -> dict:
     try:
         if path.endswith(".json"):  # large scripts (benchmarks) load in milliseconds
             with open(path, "rb") as handle:
-                data = codec.loads(handle.read())
+                data = jsontext.loads(handle.read())
         else:
             with open(path, encoding="utf-8") as handle:
-                data = codec.clean_tree(yaml.safe_load(handle))
+                data = jsontext.clean_tree(yaml.safe_load(handle))
     except (OSError, UnicodeDecodeError) as exc:
         raise bad(f"cannot read: {exc}") from None
     except (ValueError, RecursionError) as exc:  # orjson's decode error

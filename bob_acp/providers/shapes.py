@@ -6,8 +6,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from bob_acp import jsontext
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc import codec
 
 
 def error_message(body: Any) -> str | None:
@@ -32,10 +32,10 @@ def parse_arguments(name: str, text: str) -> dict:
     if not text.strip():
         return {}
     try:
-        value = codec.loads(codec.clean(text))
-    except (codec.JSONDecodeError, RecursionError):
+        value = jsontext.loads(jsontext.clean(text))
+    except (jsontext.JSONDecodeError, RecursionError):
         raise ModelError(f"model returned invalid JSON in the arguments of tool call '{name}': "
-                         f"{codec.clean(text[:120])!r}") from None
+                         f"{jsontext.clean(text[:120])!r}") from None
     if not isinstance(value, dict):
         raise ModelError(f"model returned arguments of tool call '{name}' that are not a JSON object")
     return value

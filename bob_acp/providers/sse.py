@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from bob_acp import httpio
+from bob_acp import httpio, jsontext
 from bob_acp.exceptions import ModelError
-from bob_acp.jsonrpc import codec
 
 
 def events(lines: Iterable[str], idle_timeout: float | None = None) -> Iterator[tuple[str, str]]:
@@ -27,13 +26,13 @@ def json_events(lines: Iterable[str], end: str | None = None, idle_timeout: floa
             yield end, {}
             continue
         try:
-            payload = codec.loads(data, keep_surrogates=True)
-        except (codec.JSONDecodeError, RecursionError):
+            payload = jsontext.loads(data, keep_surrogates=True)
+        except (jsontext.JSONDecodeError, RecursionError):
             payload = _lenient(data)
             if payload is None:
-                raise ModelError(f"model API sent invalid JSON in its stream: {codec.clean(data[:120])!r}") from None
+                raise ModelError(f"model API sent invalid JSON in its stream: {jsontext.clean(data[:120])!r}") from None
         if not isinstance(payload, dict):
-            raise ModelError(f"model API sent an unexpected stream event: {codec.clean(data[:120])!r}")
+            raise ModelError(f"model API sent an unexpected stream event: {jsontext.clean(data[:120])!r}")
         yield name, payload
 
 

@@ -9,7 +9,7 @@ import threading
 from bob_acp.atomic import NotRegular, atomic_write, open_regular
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
 from bob_acp.workspace import Workspace
 

@@ -4,7 +4,7 @@ checklist (an ACP `plan` update). Never asks permission: it touches nothing."""
 from __future__ import annotations
 
 from bob_acp.cancel import Cancel
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 from bob_acp.tools.base import Tool, ToolContext, ToolResult
 
 NAME = "update_plan"

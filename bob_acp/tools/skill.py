@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bob_acp.cancel import Cancel
-from bob_acp.jsonrpc.codec import clean
+from bob_acp.jsontext import clean
 from bob_acp.tools.base import Tool, ToolContext, ToolResult
 
 

@@ -1,0 +1,68 @@
+"""The way to the client over one connection: session updates, Bob's own requests (permission
+questions, the editor's files and terminals), and what the client said it can do."""
+
+from __future__ import annotations
+
+import uuid
+
+from bob_acp.acp import protocol as p
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Callable
+
+    from bob_acp.cancel import Cancel
+    from bob_acp.jsonrpc.endpoint import Endpoint, Outcome
+
+
+class ClientCapabilities:
+    """What the client's `initialize` offered (the parts Bob uses)."""
+
+    __slots__ = ("terminal_output", "read_files", "write_files", "terminals")
+
+    def __init__(self, offered: dict | None = None):
+        offered = offered or {}
+        meta = offered.get("_meta") if isinstance(offered.get("_meta"), dict) else {}
+        fs = offered.get("fs") if isinstance(offered.get("fs"), dict) else {}
+        self.terminal_output = meta.get("terminal_output") is True  # Zed's display-only terminal (_meta)
+        self.read_files = fs.get("readTextFile") is True
+        self.write_files = fs.get("writeTextFile") is True
+        self.terminals = offered.get("terminal") is True
+
+
+class ClientChannel:
+    def __init__(self) -> None:
+        self.endpoint: Endpoint | None = None  # set once the connection is wired
+        self.capabilities = ClientCapabilities()
+
+    def _endpoint(self) -> Endpoint:
+        if self.endpoint is None:
+            raise RuntimeError("the client channel is used before its connection is wired")
+        return self.endpoint
+
+    def update(self, sid: str, update: dict, give_up: Callable[[], bool] | None = None) -> None:
+        """A session/update; while the client is not reading, it waits for room (`give_up` ends the wait)."""
+        self._endpoint().notify(p.SESSION_UPDATE, {"sessionId": sid, "update": update}, give_up)
+
+    def tell(self, sid: str, line: str) -> None:
+        """One message to the user in the session, outside any turn."""
+        self.update(sid, p.agent_chunk(line + "\n", str(uuid.uuid4())))
+
+    def ask(self, method: str, params: dict, cancel: Cancel) -> Outcome:
+        """One request to the client (a permission question, a file, a terminal): its Outcome. A
+        cancel of the turn ends the wait at once, and a request given up so is withdrawn (with
+        acp.cancelRequest), so the editor can close what it shows for it."""
+        endpoint = self._endpoint()
+        pending = endpoint.request(method, params, cancel.is_set)
+        unsubscribe = cancel.subscribe(pending.abandon)
+        try:
+            outcome = pending.wait()
+        finally:
+            unsubscribe()
+        if outcome.closed and cancel.is_set():
+            endpoint.cancel_request(pending)
+        return outcome
+
+    def wake_senders(self) -> None:
+        """Wake every update waiting for room (a cancel: its turn stops waiting)."""
+        self._endpoint().wake_senders()

@@ -1,0 +1,88 @@
+"""Opening a session: its skills, tools, MCP servers, conversation and way to the editor; what
+session/new, load and resume answer with it; the slash menu and MCP problems sent after."""
+
+from __future__ import annotations
+
+from bob_acp.acp import protocol as p
+from bob_acp.acp.session import Session
+from bob_acp.lazy import LazyModule
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any, Callable
+
+    from bob_acp.acp.channel import ClientChannel
+    from bob_acp.acp.client import EditorClient
+    from bob_acp.acp.selectors import Handlers as Selectors
+    from bob_acp.config import Config
+    from bob_acp.engine import Engine
+    from bob_acp.workspace import Workspace
+
+skills = LazyModule("bob_acp.skills", globals(), "skills")
+tools = LazyModule("bob_acp.tools", globals(), "tools")
+mcp = LazyModule("bob_acp.mcp", globals(), "mcp")
+selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")
+
+
+class Opener:
+    def __init__(self, cfg: Config, log: Any, channel: ClientChannel, engine: Callable[[], Engine],
+                 selectors: Callable[[], Selectors], env: dict | None, hidden_env: tuple[str, ...]):
+        self.cfg = cfg
+        self.log = log
+        self.channel = channel
+        self.engine = engine  # made on first use (its imports are not paid for at start-up)
+        self.selectors = selectors
+        self.env = env  # what MCP servers start with (secrets dropped)
+        self.hidden_env = hidden_env  # variables an editor's terminal must not pass on (the model's key)
+
+    def make(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None = None) -> Session:
+        engine = self.engine()
+        if engine.models.lists:
+            engine.models.refresh()  # (choices: auto) the servers' models, for the selector
+        catalog = skills.discover(ws.cwd, self.cfg, more=ws.more)
+        for warning in catalog.warnings:
+            self.log.warning(f"[acp] session {sid}: {warning}")
+        started = None
+        toolset: Any = tools.for_config(self.cfg)
+        if self.cfg.mcp.enabled and servers:
+            started = mcp.start_servers(servers, ws.cwd, self.cfg, self.env, self.log, sid)
+            toolset = mcp.SessionTools(tools.for_config(self.cfg), started)
+        conv = engine.new_conversation(ws, catalog, stored, toolset)
+        conv.client = self.client_port(sid)
+        session = Session(sid, conv, catalog)
+        session.mcp = started
+        return session
+
+    def client_port(self, sid: str) -> EditorClient | None:
+        """The editor's files and terminals for one session, as far as the configuration and the
+        client's capabilities allow (None: neither)."""
+        offered = self.channel.capabilities
+        read = self.cfg.tools.clientFs and offered.read_files
+        write = self.cfg.tools.clientFs and offered.write_files
+        run = self.cfg.tools.clientTerminal and offered.terminals
+        if not (read or write or run):
+            return None
+        from bob_acp.acp.client import EditorClient
+
+        return EditorClient(self.channel.ask, self.log, sid, read, write, run, self.hidden_env)
+
+    def result(self, session: Session, result: dict) -> dict:
+        """A session/new, load or resume result, with the selectors when they are on. A session
+        that asks less than `ask` always says so (its mode), so the client can show it."""
+        if self.cfg.acp.configOptions:
+            result.update(self.selectors().state(session))
+        elif session.conv.mode != "ask":
+            result["modes"] = selectors_module.modes_state(session.conv.mode, self.selectors().modes())
+        return result
+
+    def send_commands(self, session: Session) -> None:
+        self.channel.update(session.id, p.commands_update(skills.available_commands(session.catalog)))
+        self.report_mcp(session)
+
+    def report_mcp(self, session: Session) -> None:
+        """Once, a line to the user for each of the session's MCP servers that could not be used."""
+        if session.mcp is None:
+            return
+        problems, session.mcp.problems = session.mcp.problems, []
+        for line in problems:
+            self.channel.update(session.id, p.agent_chunk(f"⚠️ {line}\n"))

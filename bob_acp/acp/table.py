@@ -1,0 +1,131 @@
+"""The session table: the one owner of a connection's sessions, their lock, the sessions still
+draining after they were dropped (their turn has not returned yet), the bound on how many there
+are, and their saving. Every room of the ACP layer reaches a session through it."""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+from bob_acp.acp.params import required_str, unknown_session
+from bob_acp.acp.session import Session
+from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.lazy import LazyModule
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any, Callable
+
+    from bob_acp.acp.channel import ClientChannel
+    from bob_acp.config import Config
+    from bob_acp.sessions import SessionStore
+
+sessions = LazyModule("bob_acp.sessions", globals(), "sessions")
+
+DEFAULT_MAX_SESSIONS = 1024
+
+
+class SessionTable:
+    def __init__(self, cfg: Config, log: Any, channel: ClientChannel, redact: Callable[[Any], Any] | None = None):
+        self.cfg = cfg
+        self.log = log
+        self.channel = channel
+        self.redact = redact  # applied to a conversation before it is written to disk
+        self.sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
+        self.draining: dict[str, Session] = {}  # dropped sessions whose turn has not returned yet
+        self.lock = threading.Lock()
+
+    # ---- finding ------------------------------------------------------------------------------
+
+    def get(self, params: dict) -> Session:
+        """The session a request names (-32602 when this connection does not hold it)."""
+        sid = required_str(params, "sessionId")
+        session = self.sessions.get(sid)
+        if session is None:
+            raise unknown_session(sid)
+        return session
+
+    def held(self, sid: str) -> Session | None:
+        """The session of this id, held or still draining (call with the lock held)."""
+        return self.sessions.get(sid) or self.draining.get(sid)
+
+    def all(self) -> list[Session]:
+        with self.lock:
+            return list(self.sessions.values()) + list(self.draining.values())
+
+    def folders(self) -> set[str]:
+        with self.lock:
+            return {session.cwd for session in self.sessions.values()}
+
+    # ---- seating ------------------------------------------------------------------------------
+
+    def limit(self) -> int:
+        return self.cfg.limits.maxSessions or DEFAULT_MAX_SESSIONS  # 0: the default; negative: no bound
+
+    def check_room(self) -> None:
+        limit = self.limit()
+        if self.cfg.limits.sessionOverflow != "evict_oldest" and 0 < limit <= len(self.sessions):
+            raise RpcError.invalid_params(f"too many sessions: this connection holds {limit} (limits.maxSessions)")
+
+    def admit(self, session: Session, replacing: Session | None = None) -> None:
+        """Seat a session within the bound (refuse, or evict the oldest)."""
+        limit = self.limit()
+        with self.lock:
+            held = self.sessions.get(session.id)
+            if (held is not None and held is not replacing) or session.id in self.draining:
+                raise RpcError.internal_error(f"session id {session.id} is already held by this connection")
+            self.sessions.pop(session.id, None)
+            while limit > 0 and len(self.sessions) >= limit:
+                if self.cfg.limits.sessionOverflow != "evict_oldest":
+                    raise RpcError.invalid_params(f"too many sessions: this connection holds {limit} (limits.maxSessions)")
+                _, oldest = self.sessions.popitem(last=False)
+                self._drop(oldest)
+                self.log.info(f"[acp] session {oldest.id}: evicted (limits.maxSessions {limit})")
+            self.sessions[session.id] = session
+
+    def drop(self, session: Session) -> None:
+        """Forget a session (close, delete): its turn is cancelled, what it runs ends."""
+        with self.lock:
+            if self.sessions.get(session.id) is session:
+                del self.sessions[session.id]
+            self._drop(session)
+
+    def _drop(self, session: Session) -> None:
+        """Called with the lock held."""
+        if session.turns:
+            self.draining[session.id] = session
+        session.end()
+
+    def turn_ended(self, session: Session, turn: Any) -> None:
+        with self.lock:
+            session.turns.discard(turn)
+            if not session.turns:
+                self.draining.pop(session.id, None)
+
+    # ---- saving -------------------------------------------------------------------------------
+
+    def store(self, cwd: str) -> SessionStore:
+        return sessions.SessionStore(cwd, self.cfg.sessions.dir, self.redact, self.log)
+
+    def save(self, session: Session, sid: str | None = None, messages: list[dict] | None = None) -> None:
+        """Write the session's file (sessions.enabled); `sid` and `messages`: another file (the
+        conversation /new set aside). A file another process changed is left as it is and the
+        conversation goes on under a new id, which the user is told."""
+        if not self.cfg.sessions.enabled:
+            return
+        conv = session.conv
+        choices = {"model": conv.model, "mode": conv.mode, "reasoning": conv.reasoning} if self.cfg.acp.configOptions else {}
+        # A copy: a save from the dispatcher (a mode change) can come while the turn appends.
+        messages = list(conv.messages if messages is None else messages)
+        title = sessions.title_of(messages)
+        try:
+            written = self.store(session.cwd).save(sid or session.file_id, messages, title,
+                                                   {k: v for k, v in choices.items() if v}, session.workspace.more)
+        except Exception as exc:  # the session goes on; the user learns why it is not kept
+            self.log.warning(f"[acp] session {session.id}: not saved: {exc}")
+            return
+        if sid is None and written != session.file_id:
+            session.file_id = written
+            self.channel.tell(session.id, f"⚠️ This conversation's file was changed by another Bob (the same session "
+                                          f"open twice?). That file is kept as it is, and this conversation continues "
+                                          f"under the new id {written} (titled “{sessions.fork_title(title)}”).")
