@@ -6,12 +6,17 @@ import os
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from bob_acp.config import Config, ModelSettings
+    from bob_acp.providers.base import Provider
+
 
 CHECK_TIMEOUT = 60.0
 
 
-def run_check(cfg: Any, out: Any = None) -> int:
+def run_check(cfg: Config, out: TextIO | None = None) -> int:
     """Print the report (to stdout: --check is not an ACP session). 0 when the model answers."""
     import yaml
 
@@ -54,7 +59,7 @@ def run_check(cfg: Any, out: Any = None) -> int:
     return 0 if not failed else 1
 
 
-def probe(settings: Any, provider: Any, label: str = "model") -> tuple[bool, str]:
+def probe(settings: ModelSettings, provider: Provider, label: str = "model") -> tuple[bool, str]:
     """Whether the model answers a one-word question within CHECK_TIMEOUT, and a line saying so."""
     from bob_acp.cancel import Cancel
     from bob_acp.exceptions import Cancelled, ModelError

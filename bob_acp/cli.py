@@ -11,12 +11,20 @@ from bob_acp import __version__
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    import argparse
+    import threading
     from typing import Any
+
+    from bob_acp.config import Config
+    from bob_acp.jsonrpc.endpoint import Endpoint
+    from bob_acp.log import Logger
+    from bob_acp.providers.base import Provider
+    from bob_acp.providers.models import ModelSet
 
 EXIT_CONFIG = 2
 
 
-def parse_args(argv: list[str]) -> Any:
+def parse_args(argv: list[str]) -> argparse.Namespace:
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -37,9 +45,9 @@ def parse_args(argv: list[str]) -> Any:
 SUBCOMMANDS = ("chat", "setup")
 
 
-def _editor_args(argv: list[str]) -> Any:
+def _editor_args(argv: list[str]) -> SimpleNamespace | None:
     """The options an editor passes, read without argparse; None for anything else."""
-    found = {"config": None, "profile": None}
+    found: dict[str, str | None] = {"config": None, "profile": None}
     index = 0
     while index < len(argv):
         item = argv[index]
@@ -137,7 +145,7 @@ def _guard_stdio() -> tuple[int, Any]:
     return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
 
 
-def serve(cfg: Any, problem: str | None = None) -> int:
+def serve(cfg: Config, problem: str | None = None) -> int:
     """Serve ACP on stdio. `problem`: the config error Bob could not start with (it then serves
     with the defaults, every prompt answered with that line and the fix)."""
     from bob_acp import environment, providers, secrets
@@ -162,9 +170,10 @@ def serve(cfg: Any, problem: str | None = None) -> int:
     redactor = secrets.Redactor(known)
     hidden = environment.dropped(cfg, env)
     secrets.hide_from_children(hidden)  # `env` keeps them for Bob's own use
-    provider: Any = providers.make_provider(cfg, env, known, key) if problem is None else None
+    default = providers.make_provider(cfg, env, known, key) if problem is None else None
+    provider: Provider | ModelSet | None = default
     if problem is None and len(cfg.entries) > 1:  # the model picker's other models (models:)
-        provider = providers.make_models(cfg, env, known, provider, log)
+        provider = providers.make_models(cfg, env, known, default, log)
     no_model = providers.no_model_message(cfg, env) if problem is None else providers.config_problem_message(problem)
     if problem is not None:
         log.error(f"bob-acp: {problem}")
@@ -174,7 +183,7 @@ def serve(cfg: Any, problem: str | None = None) -> int:
         sys.stderr.write("bob-acp speaks the Agent Client Protocol on stdin: one JSON-RPC frame a line, for an "
                          "editor to send. To talk to Bob in this terminal, run: bob-acp chat\n")
 
-    endpoint: Any = None
+    endpoint: Endpoint | None = None
     writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
     server = AgentServer(cfg, log, provider, no_model, env=environment.child_env(cfg, env),
                          redact=redactor.tree if redactor else None, config_problem=problem,
@@ -192,7 +201,7 @@ def serve(cfg: Any, problem: str | None = None) -> int:
                         cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None)
     server.channel.endpoint = endpoint
 
-    def stop(signum: int, _frame: Any) -> None:
+    def stop(signum: int, _frame: object) -> None:
         log.info(f"[acp] {signal.Signals(signum).name}: shutting down")
         endpoint.stop()
 
@@ -222,7 +231,7 @@ def _poke(fd: int) -> None:
         pass
 
 
-def _wait_awake(done: Any, wake_r: int, wake_w: int) -> None:
+def _wait_awake(done: threading.Event, wake_r: int, wake_w: int) -> None:
     """The main thread waits for the end of serving in select(), never in a lock: a signal the
     kernel hands to another of Bob's threads writes to the wake-up pipe (signal.set_wakeup_fd),
     select() returns, and Python runs the handler here. (A main thread blocked in a lock
@@ -245,13 +254,13 @@ def _exit_now(code: int) -> None:
     milliseconds of module cleanup an editor waits for at every close)."""
     for stream in (sys.stderr, sys.__stderr__):
         try:
-            stream.flush()
+            stream.flush()  # type: ignore[union-attr]  # __stderr__ may be None: AttributeError
         except (OSError, ValueError, AttributeError):
             pass
     os._exit(code)
 
 
-def _output_closed(log: Any, endpoint: Any) -> None:
+def _output_closed(log: Logger, endpoint: Endpoint | None) -> None:
     """The client closed Bob's stdout: nobody can see what Bob does any more, so this is the end
     of the connection, as at the end of input."""
     log.info("[acp] output closed by the client (EPIPE): shutting down")
@@ -259,7 +268,7 @@ def _output_closed(log: Any, endpoint: Any) -> None:
         endpoint.stop()
 
 
-def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:
+def _banner(log: Logger, cfg: Config, provider: Provider | ModelSet | None, cwd: str) -> None:
     from bob_acp import skills
 
     catalog = skills.discover(cwd, cfg)
@@ -278,5 +287,5 @@ def _banner(log: Any, cfg: Any, provider: Any, cwd: str) -> None:
         if state is not None:
             line, warning = state
             (log.warning if warning else log.info)(line)
-    for warning in catalog.warnings:
-        log.warning(f"skills: {warning}")
+    for problem in catalog.warnings:
+        log.warning(f"skills: {problem}")

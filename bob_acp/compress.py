@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from bob_acp import history
 from bob_acp.exceptions import ModelError
 from bob_acp.providers.base import Quiet
+
+if TYPE_CHECKING:
+    from bob_acp.cancel import Cancel
+    from bob_acp.providers.base import Provider, Usage
+
 
 MAX_OUTPUT_IN_TRANSCRIPT = 2000
 
@@ -35,7 +40,7 @@ class Outcome:
     kept: int = 0
     tokens: int = 0
     seconds: float = 0.0
-    usage: Any = None  # what the summary's model call reported (its cost counts too)
+    usage: Usage | None = None  # what the summary's model call reported (its cost counts too)
     failed: bool = False  # the summary's model call failed (the history is kept as it was)
 
 
@@ -87,7 +92,7 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(lines)
 
 
-def compress(messages: list[dict], provider: Any, keep: int, cancel: Any, model: str | None = None) -> Outcome:
+def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel, model: str | None = None) -> Outcome:
     """Fold the turns older than the last `keep` into one summary. Cancelled propagates."""
     found = plan(messages, keep)
     if found is None:

@@ -1,172 +1,58 @@
-"""Typed configuration: defaults, the YAML file, environment overrides, validation.
+"""Loading the configuration: defaults, the YAML file, environment overrides, the profile,
+validation; and the configuration reference made from the declarations.
 
-Every key is declared once in SCHEMA with its type and default; the README's configuration
-reference mirrors it. An unknown key or a wrong type raises ConfigError naming the key and file.
+Every key is declared once, in bob_acp.config_schema (its type, default, limits, profile value
+and documentation). An unknown key or a wrong type raises ConfigError naming the key and file.
 """
 
 from __future__ import annotations
 
 import os
-from collections import namedtuple
 
+from bob_acp.config_schema import Config, Key, ModelEntry, ModelSettings, Section, SectionRef, declared
 from bob_acp.exceptions import ConfigError
-
-# kind: str | int | number | bool | list[str] | list[object] | map[str] | object | choices | enum;
-# path: relative to the config file's folder.
-# (A namedtuple, not typing.NamedTuple: start-up does not import typing.)
-Key = namedtuple("Key", "kind default nullable choices minimum maximum path",
-                 defaults=(False, (), None, None, False))
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from typing import Any
 
+__all__ = ["Config", "ModelEntry", "ModelSettings", "Section", "load", "defaults", "reference", "FULL_PROFILE", "ENV_OVERRIDES"]
 
-SCHEMA: dict[str, Any] = {
-    "profile": Key("enum", "default", choices=("default", "full")),
-    "model": {
-        "provider": Key("enum", "openai", choices=("openai", "openai-responses", "anthropic", "script")),
-        "name": Key("str", "gpt-4.1-mini"),
-        "baseUrl": Key("str", None, nullable=True),
-        "apiKeyEnv": Key("str", None, nullable=True),
-        "apiKeyFile": Key("str", None, nullable=True, path=True),
-        "script": Key("str", None, nullable=True, path=True),
-        "maxTokens": Key("int", None, nullable=True, minimum=1),
-        "temperature": Key("number", None, nullable=True, minimum=0, maximum=2),
-        "timeout": Key("number", 120, minimum=0.001, maximum=86400),
-        "callTimeout": Key("number", 600, minimum=0.001, maximum=86400),
-        "retries": Key("int", 4, minimum=0, maximum=20),
-        "thinking": Key("int", None, nullable=True, minimum=1024),
-        "price": {
-            "input": Key("number", None, nullable=True, minimum=0),
-            "output": Key("number", None, nullable=True, minimum=0),
-        },
-        "choices": Key("choices", []),  # further names at the same endpoint, or "auto": the server's /models
-        "reasoning": Key("enum", None, nullable=True, choices=("off", "low", "medium", "high")),
-        "window": Key("int", None, nullable=True, minimum=256, maximum=2 ** 40),  # null: context.window
-        "headers": Key("map[str]", {}),  # sent with every request; "${VAR}" in a value reads the environment
-        "query": Key("map[str]", {}),  # added to the URL (Azure's api-version)
-        "keyHeader": Key("str", None, nullable=True),  # the key in this header, as it is (Azure: api-key)
-        "extraBody": Key("object", {}),  # merged into every request body
-    },
-    "models": Key("list[object]", []),  # further models for the picker: each a `model:` mapping with an `id`
-    "context": {
-        "window": Key("int", 128000, minimum=256, maximum=2 ** 40),
-        "threshold": Key("number", 0.8, minimum=0.01, maximum=1),
-        "keepLastTurns": Key("int", 2, minimum=0, maximum=1000000),
-    },
-    "sessions": {
-        "enabled": Key("bool", False),
-        "dir": Key("str", ".bob/sessions"),
-    },
-    "tools": {
-        "bash": {
-            "timeout": Key("number", 120, minimum=0.001),
-            "outputLimit": Key("int", 30000, minimum=256, maximum=16 * 1024 * 1024),
-        },
-        "maxReadBytes": Key("int", 262144, minimum=1, maximum=64 * 1024 * 1024),
-        "sandbox": Key("enum", "off", choices=("off", "workspace", "best-effort")),
-        "sandboxNetwork": Key("bool", False),
-        "plan": Key("bool", False),  # the update_plan tool (the editor shows the plan)
-        "clientFs": Key("bool", False),  # file tools read and write through the editor (fs/*)
-        "clientTerminal": Key("bool", False),  # bash runs in the editor's terminal (terminal/*)
-        "env": {
-            "drop": Key("list[str]", ["*_API_KEY", "*_SECRET*", "*_TOKEN"]),
-        },
-    },
-    "loop": {
-        "warnAt": Key("int", 3, minimum=2),
-        "stopAt": Key("int", 5, minimum=2),
-    },
-    "limits": {
-        "maxSessions": Key("int", 1024),
-        "sessionOverflow": Key("enum", "refuse", choices=("refuse", "evict_oldest")),
-        "maxModelCalls": Key("int", 50, minimum=1),
-    },
-    "skills": {
-        "dirs": Key("list[str]", [], path=True),
-    },
-    "acp": {
-        "sessionHistory": Key("bool", False),
-        "configOptions": Key("bool", False),
-        "replayStatus": Key("enum", "completed", choices=("completed", "recorded")),
-        "auth": Key("bool", False),
-        "embeddedContext": Key("bool", False),  # resource blocks in prompts (an editor's @-mention with content)
-        "images": Key("bool", False),  # image blocks in prompts, given to the model
-        "cancelRequest": Key("bool", False),  # $/cancel_request, both ways
-        "additionalDirectories": Key("bool", False),  # sessions over more folders than one
-    },
-    "permissions": {
-        "mode": Key("enum", "ask", choices=("ask", "sandboxed", "allow-edits", "allow-all")),
-        "allowAlways": Key("enum", "tool", choices=("tool", "command")),
-    },
-    "mcp": {
-        "enabled": Key("bool", False),
-        "timeout": Key("number", 30, minimum=0.001, maximum=86400),
-    },
-    "chat": {
-        "mcpServers": Key("list[object]", []),  # MCP servers `bob-acp chat` gives its sessions (ACP's shape)
-    },
-    "log": {
-        "level": Key("enum", "info", choices=("debug", "info", "warning", "error")),
-        "format": Key("enum", "console", choices=("console", "json")),
-        "file": Key("str", None, nullable=True, path=True),
-    },
-}
+
+def _schema(cls: type) -> dict[str, Any]:
+    """A section's declarations as a nested mapping (sections as mappings of their keys)."""
+    return {name: _schema(spec.cls) if isinstance(spec, SectionRef) else spec for name, spec in declared(cls).items()}
+
+
+def _flat(schema: dict[str, Any], prefix: str = "") -> dict[str, Key]:
+    out: dict[str, Key] = {}
+    for name, spec in schema.items():
+        if isinstance(spec, dict):
+            out.update(_flat(spec, f"{prefix}{name}."))
+        else:
+            out[prefix + name] = spec
+    return out
+
+
+SCHEMA: dict[str, Any] = _schema(Config)
+_CLASSES: dict[str, type] = {}  # dotted section name -> its class
+
+
+def _classes(cls: type, prefix: str = "") -> None:
+    for name, spec in declared(cls).items():
+        if isinstance(spec, SectionRef):
+            _CLASSES[prefix + name] = spec.cls
+            _classes(spec.cls, f"{prefix}{name}.")
+
+
+_classes(Config)
+ENTRY_SCHEMA: dict[str, Any] = {"id": Key(None, "what the model picker shows", kind="str"), **SCHEMA["model"]}
 
 # What `profile: full` (`--profile full`) switches on: every feature that is off by default
 # because the default profile keeps Bob's documented 0.11 behaviour. A key set explicitly (in the
 # file or by an environment override) wins over the profile.
-FULL_PROFILE: dict[str, Any] = {
-    "sessions.enabled": True,
-    "acp.sessionHistory": True,
-    "acp.configOptions": True,
-    "acp.replayStatus": "recorded",
-    "acp.auth": True,
-    "permissions.allowAlways": "command",
-    "mcp.enabled": True,
-    "tools.sandbox": "workspace",
-    "tools.plan": True,
-    "tools.clientFs": True,
-    "acp.embeddedContext": True,
-    "acp.images": True,
-    "acp.cancelRequest": True,
-    "tools.clientTerminal": True,
-    "acp.additionalDirectories": True,
-}
-
-ENV_OVERRIDES = {
-    "BOB_PROVIDER": "model.provider",
-    "BOB_MODEL": "model.name",
-    "BOB_BASE_URL": "model.baseUrl",
-}
-
-
-class Section:
-    """Read-only attribute access to one level of the config (cfg.model.name)."""
-
-    def __init__(self, values: dict[str, Any]):
-        # In the instance's own __dict__, so cfg.model.name is a plain attribute lookup: the
-        # config is read on every request's path (a __getattr__ per step cost a Python call).
-        own = object.__getattribute__(self, "__dict__")
-        own.update(values)
-        own["_values"] = values
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError("config is read-only")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: v.as_dict() if isinstance(v, Section) else v for k, v in self._values.items()}
-
-
-class Config(Section):
-    """The effective configuration; `source` is the file it came from, or None. `entries`: the
-    models a session can use, each a `model` section with its `id`, the default first."""
-
-    def __init__(self, values: dict[str, Any], source: str | None, entries: list[Section]):
-        super().__init__(values)
-        object.__setattr__(self, "source", source)
-        object.__setattr__(self, "entries", entries)
+FULL_PROFILE: dict[str, Any] = {dotted: spec.full for dotted, spec in _flat(SCHEMA).items() if spec.full is not None}
+ENV_OVERRIDES: dict[str, str] = {spec.env: dotted for dotted, spec in _flat(SCHEMA).items() if spec.env}
 
 
 def default_path(env: dict[str, str]) -> str:
@@ -187,7 +73,7 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
     """The effective configuration. `profile`: the command line's `--profile` (wins over the file's)."""
     env = dict(os.environ) if env is None else env
     path, required = find_path(explicit, env)
-    raw: Any = {}
+    raw: object = {}
     source = None
     if os.path.exists(path) or required:
         source = os.path.abspath(os.path.expanduser(path))
@@ -230,15 +116,15 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
     return Config(_sections(values), source, entries)
 
 
-def _entry(model: dict[str, Any], entry_id: str | None = None) -> Section:
-    return Section(_sections({"id": entry_id or model["name"], **model}, SCHEMA["model"]))
+def _entry(model: dict[str, Any], entry_id: str | None = None) -> ModelEntry:
+    return ModelEntry(_sections({"id": entry_id or model["name"], **model}, "model."))
 
 
-def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir: str) -> list[Section]:
+def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir: str) -> list[ModelEntry]:
     """The models a session can pick: `model:` (when the file sets it, or there is no `models:`)
     and then each `models:` entry, every one checked as `model:` is; ids unique. With `models:`
     alone, its first entry is also what `model` reads."""
-    schema = {"id": Key("str", None), **SCHEMA["model"]}
+    schema = ENTRY_SCHEMA
     entries: list[tuple[str, dict[str, Any]]] = []
     for index, raw in enumerate(values["models"]):
         dotted = f"models[{index}]"
@@ -263,7 +149,7 @@ def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir
     return [_entry(model, entry_id) for entry_id, model in entries]
 
 
-def _given(raw: Any, prefix: str = "") -> set[str]:
+def _given(raw: object, prefix: str = "") -> set[str]:
     """The dotted keys the file sets itself."""
     found: set[str] = set()
     if isinstance(raw, dict):
@@ -307,13 +193,13 @@ def _log_file_problem(path: str) -> str | None:
     return None
 
 
-def _shown(value: Any, limit: int = 80) -> str:
+def _shown(value: object, limit: int = 80) -> str:
     """A value in an error message: a bounded repr, so a YAML alias bomb stays one short line."""
     text = _bounded_repr(value, limit)
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
+def _bounded_repr(value: object, limit: int, depth: int = 0) -> str:
     if isinstance(value, (dict, list)):
         if depth > 3:
             return "{…}" if isinstance(value, dict) else "[…]"
@@ -332,10 +218,13 @@ def _bounded_repr(value: Any, limit: int, depth: int = 0) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _sections(values: dict[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Each section of the schema as a Section; a mapping value (model.headers) stays a dict."""
-    schema = SCHEMA if schema is None else schema
-    return {k: Section(_sections(v, schema[k])) if isinstance(schema.get(k), dict) else v for k, v in values.items()}
+def _sections(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Each section of the schema as its Section class; a mapping value (model.headers) stays a dict."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        cls = _CLASSES.get(prefix + name)
+        out[name] = cls(_sections(value, f"{prefix}{name}.")) if cls is not None else value
+    return out
 
 
 def _read_yaml(path: str) -> Any:
@@ -360,7 +249,7 @@ def _read_yaml(path: str) -> Any:
     return data
 
 
-def _build(schema: dict, raw: Any, prefix: str, source: str, base_dir: str) -> dict[str, Any]:
+def _build(schema: dict, raw: object, prefix: str, source: str, base_dir: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"config key '{prefix.rstrip('.')}' in {source}: must be a mapping")
     for name in raw:
@@ -378,7 +267,7 @@ def _build(schema: dict, raw: Any, prefix: str, source: str, base_dir: str) -> d
     return out
 
 
-def _check(spec: Key, value: Any, dotted: str, source: str, base_dir: str) -> Any:
+def _check(spec: Key, value: object, dotted: str, source: str, base_dir: str) -> Any:
     def fail(problem: str) -> ConfigError:
         return ConfigError(f"config key '{dotted}' in {source}: {problem}, got {_shown(value)}")
 
@@ -422,7 +311,7 @@ def _check(spec: Key, value: Any, dotted: str, source: str, base_dir: str) -> An
     if spec.maximum is not None and value > spec.maximum:
         raise fail(f"must be at most {spec.maximum:g}")
     if spec.path:
-        value = [_resolve(v, base_dir) for v in value] if isinstance(value, list) else _resolve(value, base_dir)
+        value = [_resolve(v, base_dir) for v in value] if isinstance(value, list) else _resolve(str(value), base_dir)
     return value
 
 
@@ -433,3 +322,60 @@ def _resolve(path: str, base_dir: str) -> str:
 def defaults(profile: str | None = None) -> Config:
     """The built-in defaults alone, of a profile (tests, and a Bob whose config file is broken)."""
     return load(env={"XDG_CONFIG_HOME": "/nonexistent-bob-config"}, profile=profile)
+
+
+# ---- the configuration reference -------------------------------------------------------------------
+
+REFERENCE_WIDTH = 116
+COMMENT_COLUMN = 28
+
+
+def reference() -> str:
+    """The configuration reference (docs/configuration.md): every key with its default, its
+    documentation, and its value in the full profile, as YAML a user can copy."""
+    lines: list[str] = []
+    _reference(Config, "", lines)
+    return "\n".join(lines) + "\n"
+
+
+def _reference(cls: type, indent: str, lines: list[str]) -> None:
+    for name, spec in declared(cls).items():
+        if isinstance(spec, SectionRef):
+            _commented(lines, f"{indent}{name}:", spec.doc)
+            _reference(spec.cls, indent + "  ", lines)
+            continue
+        doc = spec.doc
+        if spec.full is not None:
+            doc += f" [full profile: {_yaml(spec.full)}]"
+        if spec.env:
+            doc += f" [${spec.env} overrides it]"
+        _commented(lines, f"{indent}{name}: {_yaml(spec.default)}", doc)
+
+
+def _commented(lines: list[str], text: str, doc: str) -> None:
+    import textwrap
+
+    if not doc:
+        lines.append(text)
+        return
+    column = max(COMMENT_COLUMN, len(text) + 2)
+    first, *rest = textwrap.wrap(doc, REFERENCE_WIDTH - column - 2) or [""]
+    lines.append(f"{text.ljust(column)}# {first}")
+    lines.extend(f"{' ' * column}#   {more}" for more in rest)
+
+
+def _yaml(value: object) -> str:
+    import json
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        plain = value and not value[0] in "*&!|>'\"%@`{[#-?:" and ": " not in value and " #" not in value
+        # (YAML 1.1, as PyYAML reads it, takes on/off/yes/no for booleans)
+        special = value.lower() in ("null", "true", "false", "on", "off", "yes", "no", "y", "n", "~")
+        return value if plain and not special else json.dumps(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)

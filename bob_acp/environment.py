@@ -15,17 +15,18 @@ from bob_acp.secrets import MIN_SECRET
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import Any
+
+    from bob_acp.config import Config
 
 
-def key_variables(cfg: Any) -> list[str]:
+def key_variables(cfg: Config) -> list[str]:
     """The variables that hold the models' secrets: every configured model's key and the
     variables its headers read, and the providers' usual key variables."""
     names = providers.secret_variables(cfg)
     return names + [v for v in dict.fromkeys(providers.DEFAULT_KEY_ENV.values()) if v not in names]
 
 
-def dropped(cfg: Any, env: dict[str, str]) -> dict[str, str]:
+def dropped(cfg: Config, env: dict[str, str]) -> dict[str, str]:
     """The variables children do not inherit: the key's, and those matching tools.env.drop."""
     patterns = list(cfg.tools.env.drop)
     keys = set(key_variables(cfg))
@@ -33,13 +34,13 @@ def dropped(cfg: Any, env: dict[str, str]) -> dict[str, str]:
             if name in keys or any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
 
 
-def child_env(cfg: Any, env: dict[str, str]) -> dict[str, str]:
+def child_env(cfg: Config, env: dict[str, str]) -> dict[str, str]:
     """Bob's environment without the variables children do not inherit."""
     drop = dropped(cfg, env)
     return {name: value for name, value in env.items() if name not in drop}
 
 
-def values(cfg: Any, env: dict[str, str], key: str | None) -> tuple[str, ...]:
+def values(cfg: Config, env: dict[str, str], key: str | None) -> tuple[str, ...]:
     """Every secret value to redact, longest first: the keys, the dropped variables' values."""
     found = [key] if key else []
     found += [v.strip() for v in dropped(cfg, env).values()]

@@ -44,8 +44,9 @@ def user(content: str, typed: str | None = None, images: list[dict] | None = Non
 
 def image_line(image: dict) -> str:
     """An image in a line, where its bytes are not wanted (a compression transcript)."""
-    data = image.get("data", "")
-    return f"[image: {image.get('mimeType', '?')}, about {len(data) * 3 // 4} bytes]"
+    from bob_acp.jsontext import decoded_size
+
+    return f"[image: {image.get('mimeType', '?')}, about {decoded_size(image.get('data', ''))} bytes]"
 
 
 def summary(content: str) -> dict:

@@ -9,15 +9,20 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 
+if TYPE_CHECKING:
+    import requests
+    from urllib3.response import BaseHTTPResponse
+
+
 READ_CHUNK = 65536
 
 
-def post(session: Any, url: str, cancel: Cancel, on_abandon: Callable[[], None] | None = None, **kw: Any) -> Any:
+def post(session: requests.Session, url: str, cancel: Cancel, on_abandon: Callable[[], None] | None = None, **kw: Any) -> Any:
     """session.post(url, **kw), waited for in a way a cancel ends at once: the request runs on a
     thread of its own, and a cancel before the answer's headers arrive (a model still queueing
     or thinking, a server that accepted the connection and says nothing) raises Cancelled
@@ -57,7 +62,7 @@ def post(session: Any, url: str, cancel: Cancel, on_abandon: Callable[[], None] 
     return state["response"]
 
 
-def arriving_lines(raw: Any, limit: int, too_long: Callable[[int], Exception]) -> Iterator[bytes]:
+def arriving_lines(raw: BaseHTTPResponse, limit: int, too_long: Callable[[int], Exception]) -> Iterator[bytes]:
     """Lines as soon as they arrive (requests' iter_lines waits for whole reads; a stream of
     model tokens must not). urllib3 2's read1 returns what is there, chunked or not. CR, LF and
     CRLF all end a line, as SSE says. Line ends are looked for only in the bytes just read, so a
@@ -98,7 +103,7 @@ def events(lines: Iterable[str], idle_timeout: float | None = None,
     """Server-sent events: (event name, data) for each; multi-line data joined with newlines;
     comments skipped. `idle_timeout`: seconds without an event before `idle_error(idle_timeout)`
     is raised, however many keep-alive comments (`: ping`) a proxy sends meanwhile."""
-    name, data = "", []
+    name, data = "", []  # type: tuple[str, list[str]]
     last_event = clock()
     for line in lines:
         if not line:
@@ -122,7 +127,7 @@ def events(lines: Iterable[str], idle_timeout: float | None = None,
         yield name or "message", "\n".join(data)
 
 
-def shutdown(response: Any) -> None:
+def shutdown(response: object) -> None:
     """Shut the answer's socket down, so a read blocked on it returns at once."""
     sock = _socket_of(response)
     if sock is not None:
@@ -132,7 +137,7 @@ def shutdown(response: Any) -> None:
             pass
 
 
-def _socket_of(response: Any) -> Any:
+def _socket_of(response: object) -> Any:
     raw = getattr(response, "raw", None)
     for path in (("_fp", "fp", "raw", "_sock"), ("_connection", "sock")):
         node = raw

@@ -6,6 +6,8 @@ may import nothing of Bob, so it cannot live here); the rest of Bob imports it f
 never from the transport.
 """
 
+from __future__ import annotations
+
 from bob_acp.jsonrpc.codec import (  # noqa: F401  (re-exported)
     OPT_INDENT_2,
     JSONDecodeError,
@@ -15,3 +17,23 @@ from bob_acp.jsonrpc.codec import (  # noqa: F401  (re-exported)
     loads,
     use_orjson,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+    from typing import Any
+
+
+def mapping(value: object) -> dict[str, Any]:
+    """A JSON value that should be an object: itself, or {} for anything else (a peer's odd shape
+    reads as absent, never as an error)."""
+    return value if isinstance(value, dict) else {}
+
+
+def decoded_size(base64_text: str) -> int:
+    """The size in bytes of what base64 text decodes to (an image shown as a line, not its bytes)."""
+    return max(0, len(base64_text) * 3 // 4 - base64_text[-2:].count("="))
+
+
+def text_or(value: object, default: str = "") -> str:
+    """A JSON value that should be a string: itself, or `default`."""
+    return value if isinstance(value, str) else default

@@ -18,7 +18,7 @@ from bob_acp.timestamps import iso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import Any, Callable, TextIO
+    from typing import Any, Callable, Iterable, MutableMapping, TextIO
 
 # The standard library's numbers, without importing `logging` at start-up.
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
@@ -35,7 +35,7 @@ _dropped = [0]
 _hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
 
 
-def add_secrets(values: Any) -> None:
+def add_secrets(values: Iterable[str]) -> None:
     """Remember values (an API key) that must never reach a log line, whoever logs them, in any
     of their forms (raw, repr-escaped, JSON-escaped)."""
     from bob_acp.secrets import Redactor
@@ -49,7 +49,7 @@ def add_secret(value: str | None) -> None:
     add_secrets([value] if value else [])
 
 
-def _redact_processor(_logger: Any, _name: str, event: dict) -> dict:
+def _redact_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     redactor = _state["redactor"]
     if redactor:
         for key, value in event.items():
@@ -58,20 +58,20 @@ def _redact_processor(_logger: Any, _name: str, event: dict) -> dict:
     return event
 
 
-def _stamp_processor(_logger: Any, _name: str, event: dict) -> dict:
+def _stamp_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """The time the event happened (taken by the caller), not the time it is written."""
     event["timestamp"] = iso(event.pop("_at", None) or time.time())
     return event
 
 
-def _json_renderer(_logger: Any, _name: str, event: dict) -> str:
+def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any]) -> str:
     from bob_acp import jsontext
 
     plain = (str, int, float, bool, type(None))
     return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
 
-def _console_renderer(_logger: Any, _name: str, event: dict) -> str:
+def _console_renderer(_logger: object, _name: str, event: MutableMapping[str, Any]) -> str:
     """structlog's ConsoleRenderer layout without colours (`<time> [<level>  ] <event> k=v`),
     several times cheaper per line: a log line is written for every session and turn."""
     timestamp = event.pop("timestamp", "")
@@ -184,7 +184,7 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
         _pending.write_to(stream)
 
 
-def _put(item: Any, bounded: bool = True) -> None:
+def _put(item: object, bounded: bool = True) -> None:
     with _ready:
         if bounded and len(_queue) >= MAX_QUEUED:
             _dropped[0] += 1
@@ -247,16 +247,16 @@ class Logger:
             else:
                 _put((method, self.name, event, fields))
 
-    def debug(self, event: str, **fields: Any) -> None:
+    def debug(self, event: str, **fields: object) -> None:
         self._log("debug", DEBUG, event, fields)
 
-    def info(self, event: str, **fields: Any) -> None:
+    def info(self, event: str, **fields: object) -> None:
         self._log("info", INFO, event, fields)
 
-    def warning(self, event: str, **fields: Any) -> None:
+    def warning(self, event: str, **fields: object) -> None:
         self._log("warning", WARNING, event, fields)
 
-    def error(self, event: str, **fields: Any) -> None:
+    def error(self, event: str, **fields: object) -> None:
         self._log("error", ERROR, event, fields)
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
 
+    from bob_acp.config import Config
     from bob_acp.workspace import Workspace
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_exec.py")
@@ -101,7 +101,7 @@ class Sandbox:
         return base
 
 
-def for_session(cfg: Any, ws: Workspace, owner: str) -> Sandbox | None:
+def for_session(cfg: Config, ws: Workspace, owner: str) -> Sandbox | None:
     """The sandbox of a session's commands (writable: every root of the workspace and the
     temporary folder), or None when tools.sandbox is off."""
     mode = cfg.tools.sandbox
@@ -112,7 +112,7 @@ def for_session(cfg: Any, ws: Workspace, owner: str) -> Sandbox | None:
                    abi())
 
 
-def status(cfg: Any) -> tuple[str, bool] | None:
+def status(cfg: Config) -> tuple[str, bool] | None:
     """One line on the sandbox's state for the log and --check, and whether it is a warning (the
     sandbox is not what was asked for); None when it is off."""
     mode = cfg.tools.sandbox

@@ -75,7 +75,7 @@ class Redactor:
                 text = text.replace(form, "[redacted]")
         return text
 
-    def tree(self, value: Any) -> Any:
+    def tree(self, value: object) -> Any:
         """A JSON-like value with every string redacted (a session file before it is written)."""
         if not self._forms:
             return value

@@ -35,11 +35,16 @@ import stat
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import history, jsontext
 from bob_acp.atomic import NotRegular, atomic_write, open_regular
+from bob_acp.jsontext import mapping
 from bob_acp.timestamps import iso, utc_now
+
+if TYPE_CHECKING:
+    from bob_acp.log import Logger
+
 
 VERSION = 2
 VERSIONS = (1, 2)
@@ -58,7 +63,7 @@ def new_id(now: datetime.datetime | None = None) -> str:
     return stamp + "-" + os.urandom(4).hex()
 
 
-def valid_id(value: Any) -> bool:
+def valid_id(value: object) -> bool:
     return isinstance(value, str) and SESSION_ID_RE.fullmatch(value) is not None
 
 
@@ -128,7 +133,7 @@ def _now() -> str:
     return utc_now()
 
 
-_seen: dict[str, tuple] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
+_seen: dict[str, tuple | None] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
 _seen_lock = threading.Lock()
 _file_locks = [threading.Lock() for _ in range(64)]  # a save's check-write-record step, per file
 
@@ -148,7 +153,7 @@ def _signature(path: str) -> tuple | None:
 class SessionStore:
     """The session files of one working directory."""
 
-    def __init__(self, cwd: str, folder: str, redact: Callable[[Any], Any] | None = None, log: Any = None):
+    def __init__(self, cwd: str, folder: str, redact: Callable[[Any], Any] | None = None, log: Logger | None = None):
         self.cwd = cwd
         self.folder = os.path.normpath(os.path.join(cwd, os.path.expanduser(folder)))
         self._redact = redact
@@ -236,7 +241,7 @@ class SessionStore:
         document = _document(sid, path, data)
         with _seen_lock:
             _seen[path] = signature
-        choices = document.get("choices") if isinstance(document.get("choices"), dict) else {}
+        choices = mapping(document.get("choices"))
         title = document.get("title") if isinstance(document.get("title"), str) else None
         return StoredSession(sid, str(document.get("cwd", self.cwd)), history.repaired(document["messages"]),
                              str(document.get("createdAt", "")), str(document.get("updatedAt", "")), title,
@@ -280,7 +285,7 @@ class SessionStore:
             return None  # unreadable or not a session file: not listed
         if head.get("turns") == 0:
             return None  # nobody wrote in it (an editor opens a session per chat): nothing to resume
-        when = head.get("updatedAt") if isinstance(head.get("updatedAt"), str) else _iso(mtime_ns)
+        when = head["updatedAt"] if isinstance(head.get("updatedAt"), str) else _iso(mtime_ns)
         title = head.get("title") if isinstance(head.get("title"), str) else None
         return ListedSession(sid, str(head.get("cwd") or self.cwd), title, when, _roots(head))
 
@@ -304,9 +309,9 @@ def page(stores: list["SessionStore"], cursor: str | None, limit: int,
     if after is not None:
         keyed = [k for k in keyed if (k[0], k[1]) < after]
     listed: list[ListedSession] = []
-    last = None
+    last: tuple[int, str] | None = None
     for mtime, sid, i in keyed:
-        if len(listed) == limit:
+        if len(listed) == limit and last is not None:
             return listed, encode_cursor(last)
         last = (mtime, sid)
         item = stores[i].listed(sid, mtime)
@@ -372,7 +377,7 @@ def _document(sid: str, path: str, data: bytes) -> dict:
     return document
 
 
-def message_problem(message: Any) -> str | None:
+def message_problem(message: object) -> str | None:
     """Why `message` is not a bob_acp.history message, or None."""
     if not isinstance(message, dict):
         return "not an object"

@@ -16,9 +16,12 @@ import getpass
 import os
 import sys
 
+from bob_acp.jsontext import mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+
+    from bob_acp.config import Config
 
 EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
 KINDS = {
@@ -97,7 +100,7 @@ def run(args: argparse.Namespace, env: dict, global_config: str | None) -> int:
     return _check(cfg, env)
 
 
-def _check(cfg: Any, env: dict) -> int:
+def _check(cfg: Config, env: dict) -> int:
     from bob_acp import providers
     from bob_acp.check import probe
     from bob_acp.exceptions import ConfigError
@@ -159,7 +162,7 @@ def write_config(path: str, model: dict) -> None:
             raise SetupError(f"cannot read {path} to update it: {exc}") from None
         if isinstance(loaded, dict):
             data = loaded
-    section = data.get("model") if isinstance(data.get("model"), dict) else {}
+    section = mapping(data.get("model"))
     for name in ("provider", "name", "baseUrl", "apiKeyFile", "apiKeyEnv"):
         section.pop(name, None)
     section.update({k: v for k, v in model.items() if v is not None})

@@ -13,9 +13,12 @@ import re
 import stat
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from bob_acp.jsontext import clean
+
+if TYPE_CHECKING:
+    from bob_acp.config import Config
 
 NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_NAME = 64
@@ -23,7 +26,7 @@ MAX_DESCRIPTION = 1024
 MAX_SKILL_MD = 1024 * 1024
 RESERVED = ("new", "compact")  # slash commands intercepted by session/prompt
 SKILL_HINT = "parameters, if this skill needs any"
-BUILTIN_COMMANDS = [
+BUILTIN_COMMANDS: list[dict[str, Any]] = [
     {"name": "new", "description": "Clear the history and start a new session"},
     {"name": "compact", "description": "Compress the history now, keeping the last turns"},
 ]
@@ -70,15 +73,17 @@ class Catalog:
 @functools.lru_cache(maxsize=1)
 def shipped_dir() -> str:
     try:
-        from bob_acp import shipped_skills
+        from bob_acp import shipped_skills  # type: ignore[attr-defined]  # made by the wheel's build
     except ImportError:  # the source tree itself (not installed): skills/ beside the package
         return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "skills")
     return os.path.dirname(os.path.abspath(shipped_skills.__file__))
 
 
-def search_path(cwd: str, cfg: Any, env: dict | None = None, more: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    env = os.environ if env is None else env
-    return _search_path(cwd, more, env.get("XDG_CONFIG_HOME") or "", env.get("HOME") or "", tuple(cfg.skills.dirs))
+def search_path(cwd: str, cfg: Config, env: Mapping[str, str] | None = None,
+                more: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    variables = os.environ if env is None else env
+    return _search_path(cwd, more, variables.get("XDG_CONFIG_HOME") or "", variables.get("HOME") or "",
+                        tuple(cfg.skills.dirs))
 
 
 @functools.lru_cache(maxsize=256)
@@ -97,7 +102,7 @@ _cache_lock = threading.Lock()
 MAX_CACHED_CATALOGS = 256
 
 
-def discover(cwd: str, cfg: Any, env: dict | None = None, more: tuple[str, ...] = ()) -> Catalog:
+def discover(cwd: str, cfg: Config, env: dict | None = None, more: tuple[str, ...] = ()) -> Catalog:
     """The skills of these places. Every call looks at the file system again (a skill added
     between two sessions appears in the second), but only with stats: a place is parsed again
     only when it or one of its SKILL.md files changed, and an unchanged set of places gives
@@ -115,7 +120,7 @@ def discover(cwd: str, cfg: Any, env: dict | None = None, more: tuple[str, ...] 
         for skill, problem in _place(folder, source, signature):
             if problem:
                 warnings.append(problem)
-            else:
+            elif skill is not None:
                 found[skill.name] = skill
     for name in RESERVED:
         if name in found:

@@ -161,3 +161,35 @@ def test_the_full_profile_switches_the_opt_ins_on_and_explicit_keys_win(tmp_path
     assert config.load(path, env={}, profile="default").acp.configOptions is False  # the command line wins
     with pytest.raises(ConfigError, match="'profile'.*must be one of default, full"):
         config.load(write(tmp_path, "profile: everything\n", "bad.yaml"), env={})
+
+
+def test_the_reference_is_made_from_the_declarations():
+    """docs/configuration.md shows every key with its default and meaning as the declarations
+    say (one declaration per key: type, default, limits, full-profile value, documentation)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    assert "```yaml\n" + config.reference() + "```\n" in text
+    reference = config.reference()
+    for section in config.SCHEMA:
+        assert f"\n{section}:" in "\n" + reference
+    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 15
+
+
+def test_the_reference_is_valid_yaml_that_loads_to_the_defaults(tmp_path):
+    """Copied as it is into a config file, the reference gives the defaults (an `off` that YAML
+    would read as false is quoted)."""
+    import yaml
+
+    path = tmp_path / "config.yaml"
+    path.write_text(config.reference())
+    assert config.load(str(path), env={}).as_dict() == config.defaults().as_dict()
+    assert yaml.safe_load(config.reference())["tools"]["sandbox"] == "off"
+
+
+def test_a_misspelt_key_is_a_type_error_for_mypy_too():
+    """The configuration's sections are real classes: their keys are known attributes."""
+    from bob_acp.config_schema import ModelSettings as Model
+
+    assert "name" in Model.__annotations__ and "nmae" not in Model.__annotations__
+    assert isinstance(config.defaults().model, Model)

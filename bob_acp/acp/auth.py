@@ -16,17 +16,20 @@ from __future__ import annotations
 import os
 import sys
 
+from bob_acp.jsontext import mapping
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+
+    from bob_acp.config import Config
 
 SETUP_METHOD = "bob-setup"
 MODEL_METHOD = "bob-model"
 
 
 def terminal_auth_wanted(capabilities: dict) -> bool:
-    auth = capabilities.get("auth") if isinstance(capabilities.get("auth"), dict) else {}
-    meta = capabilities.get("_meta") if isinstance(capabilities.get("_meta"), dict) else {}
+    auth = mapping(capabilities.get("auth"))
+    meta = mapping(capabilities.get("_meta"))
     return auth.get("terminal") is True or meta.get("terminal-auth") is True
 
 
@@ -55,7 +58,7 @@ def methods(terminal: bool) -> list[dict]:
                             "`bob-acp setup` in a terminal writes them."}]
 
 
-def required_message(cfg: Any) -> str:
+def required_message(cfg: Config) -> str:
     """Why a session cannot start yet, and what to do, in one paragraph."""
     from bob_acp import providers
 

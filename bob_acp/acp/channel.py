@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from bob_acp.acp import protocol as p
+from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
@@ -22,8 +23,8 @@ class ClientCapabilities:
 
     def __init__(self, offered: dict | None = None):
         offered = offered or {}
-        meta = offered.get("_meta") if isinstance(offered.get("_meta"), dict) else {}
-        fs = offered.get("fs") if isinstance(offered.get("fs"), dict) else {}
+        meta = mapping(offered.get("_meta"))
+        fs = mapping(offered.get("fs"))
         self.terminal_output = meta.get("terminal_output") is True  # Zed's display-only terminal (_meta)
         self.read_files = fs.get("readTextFile") is True
         self.write_files = fs.get("writeTextFile") is True

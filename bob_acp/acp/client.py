@@ -17,6 +17,7 @@ from typing import Callable
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.jsontext import mapping
 from bob_acp.tools.client import TerminalExit, TerminalOutput
 
 READ, WRITE = "fs/read_text_file", "fs/write_text_file"
@@ -132,7 +133,7 @@ class EditorTerminal:
 
     def output(self, cancel: Cancel) -> TerminalOutput:
         result = self._client.ask(OUTPUT, dict(self._params), cancel)
-        result = result if isinstance(result, dict) else {}
+        result = mapping(result)
         output = result.get("output")
         status = result.get("exitStatus")
         return TerminalOutput(output if isinstance(output, str) else "", result.get("truncated") is True,
@@ -175,7 +176,7 @@ class EditorTerminal:
 
 
 def _exit(result: object) -> TerminalExit:
-    result = result if isinstance(result, dict) else {}
+    result = mapping(result)
     code, name = result.get("exitCode"), result.get("signal")
     return TerminalExit(code if isinstance(code, int) and not isinstance(code, bool) else None,
                         name if isinstance(name, str) and name else None)

@@ -9,13 +9,15 @@ from bob_acp.lazy import LazyModule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import Any, Callable
+    from typing import Callable
 
     from bob_acp.acp.channel import ClientChannel
     from bob_acp.acp.client import EditorClient
     from bob_acp.acp.selectors import Handlers as Selectors
     from bob_acp.config import Config
     from bob_acp.engine import Engine
+    from bob_acp.log import Logger
+    from bob_acp.tools.base import ToolSet
     from bob_acp.workspace import Workspace
 
 skills = LazyModule("bob_acp.skills", globals(), "skills")
@@ -25,7 +27,7 @@ selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_mod
 
 
 class Opener:
-    def __init__(self, cfg: Config, log: Any, channel: ClientChannel, engine: Callable[[], Engine],
+    def __init__(self, cfg: Config, log: Logger, channel: ClientChannel, engine: Callable[[], Engine],
                  selectors: Callable[[], Selectors], env: dict | None, hidden_env: tuple[str, ...]):
         self.cfg = cfg
         self.log = log
@@ -43,7 +45,7 @@ class Opener:
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
         started = None
-        toolset: Any = tools.for_config(self.cfg)
+        toolset: ToolSet = tools.for_config(self.cfg)
         if self.cfg.mcp.enabled and servers:
             started = mcp.start_servers(servers, ws.cwd, self.cfg, self.env, self.log, sid)
             toolset = mcp.SessionTools(tools.for_config(self.cfg), started)

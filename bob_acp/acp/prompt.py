@@ -6,7 +6,7 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
-from bob_acp.jsontext import clean
+from bob_acp.jsontext import clean, decoded_size, text_or
 
 # `@path` starts at a word boundary (so `bob@example.com` is no mention) and runs to the next
 # white space; `@"path with spaces"` quotes a path.
@@ -28,7 +28,7 @@ def image_problem(block: dict) -> str | None:
         return f"mimeType must be one of {', '.join(IMAGE_TYPES)}, got {str(kind)[:60]!r}"
     if not isinstance(data, str) or not data:
         return "data must be the image in base64"
-    if len(data) * 3 // 4 > MAX_IMAGE_BYTES + 3:
+    if decoded_size(data) > MAX_IMAGE_BYTES:
         return f"the image is larger than {MAX_IMAGE_BYTES // (1024 * 1024)} MiB"
     try:
         base64.b64decode(data, validate=True)
@@ -85,7 +85,7 @@ def flatten(blocks: list, embedded: bool = False, cap: int = 262144) -> str:
 def embedded_text(resource: dict, cap: int) -> str:
     """An embedded resource as the model reads it (how Zed sends an @-mentioned file or a
     selection, unsaved edits included)."""
-    uri = resource.get("uri") if isinstance(resource.get("uri"), str) else "(no URI)"
+    uri = text_or(resource.get("uri"), "(no URI)")
     where = clean(link_text(uri))
     text = resource.get("text")
     if isinstance(text, str):
@@ -96,10 +96,9 @@ def embedded_text(resource: dict, cap: int) -> str:
             note = f"\n[cut at {cap} bytes of {len(data)}; read the rest with read_file or bash]"
         body = clean(text)
         return f"\n[attached resource: {where}]\n{body}{'' if body.endswith(chr(10)) else chr(10)}{note}"
-    blob = resource.get("blob") if isinstance(resource.get("blob"), str) else ""
-    size = len(blob) * 3 // 4 - blob[-2:].count("=")
-    kind = resource.get("mimeType") if isinstance(resource.get("mimeType"), str) else "unknown type"
-    return f"\n[attached resource: {where} ({clean(kind)}, about {max(size, 0)} bytes), not shown]"
+    size = decoded_size(text_or(resource.get("blob")))
+    kind = text_or(resource.get("mimeType"), "unknown type")
+    return f"\n[attached resource: {where} ({clean(kind)}, about {size} bytes), not shown]"
 
 
 _LINES = re.compile(r"L(\d+)(?:[:-]L?(\d+))?")

@@ -197,12 +197,12 @@ def tool_request(ref: str, title: str, kind: str, raw_input: dict, locations: li
     return frame
 
 
-def bounded_input(value: Any) -> Any:
+def bounded_input(value: object) -> Any:
     """A tool call's arguments for a frame: each string within MAX_INPUT_TEXT characters (head
     and tail around a marker) and, past MAX_INPUT characters in all, a note in their place."""
     budget = [MAX_INPUT]
 
-    def walk(item: Any, depth: int) -> Any:
+    def walk(item: object, depth: int) -> Any:
         if isinstance(item, str):
             shown = bounded(item, MAX_INPUT_TEXT)
             budget[0] -= len(shown)

@@ -9,7 +9,7 @@ and a prompt routed before it makes the load refuse (-32600).
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import sessions, tools, workspace
 from bob_acp.acp import protocol as p
@@ -26,11 +26,16 @@ from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.workspace import Workspace
 
+if TYPE_CHECKING:
+    from bob_acp.log import Logger
+    from bob_acp.sessions import ListedSession, ReplayItem
+
+
 PAGE = 50
 
 
 class Handlers:
-    def __init__(self, cfg: Config, log: Any, table: SessionTable, channel: ClientChannel,
+    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel,
                  engine_of: Callable[[], Engine], opener: Opener, ready: Callable[[], None]):
         self.cfg = cfg
         self.log = log
@@ -208,7 +213,7 @@ def last_plan(messages: list[dict]) -> list[dict] | None:
     return None
 
 
-def _info(item: Any) -> dict:
+def _info(item: ListedSession) -> dict:
     info: dict[str, Any] = {"sessionId": item.id, "cwd": item.cwd, "updatedAt": item.updated_at}
     if item.title:
         info["title"] = item.title
@@ -217,26 +222,27 @@ def _info(item: Any) -> dict:
     return info
 
 
-def replay_update(item: Any, ws: Workspace, recorded_status: bool = False) -> dict:
+def replay_update(item: ReplayItem, ws: Workspace, recorded_status: bool = False) -> dict:
     if item.kind == "user":
         return p.user_chunk(item.text, new_message_id())
-    if item.kind == "image":
+    if item.kind == "image" and item.image is not None:
         return {"sessionUpdate": "user_message_chunk", "messageId": new_message_id(),
                 "content": {"type": "image", "mimeType": item.image["mimeType"], "data": item.image["data"]}}
     if item.kind == "agent":
         return p.agent_chunk(item.text, new_message_id())
+    arguments = item.arguments or {}
     tool = tools.get(item.name)
     try:
-        title = tool.title(item.arguments) if tool else item.name
-        places = [p.location(loc.path, loc.line) for loc in tool.locations(item.arguments, ws)] if tool else []
-    except Exception:
+        title = tool.title(arguments) if tool else item.name
+        places = [p.location(loc.path, loc.line) for loc in tool.locations(arguments, ws)] if tool else []
+    except Exception:  # arguments of a shape the tool cannot read: its name, no places (as live)
         title, places = item.name, []
     kind = tool.kind if tool else "execute"
     if item.output is None:
-        return p.tool_call(item.ref, title, kind, item.arguments, places, status="failed")
+        return p.tool_call(item.ref, title, kind, arguments, places, status="failed")
     status = "failed" if item.failed and recorded_status else "completed"  # completed: the default profile's replay
-    frame = p.tool_call(item.ref, title, kind, item.arguments, places, status=status,
-                        content=result_content(item.name, item.arguments, item.output))
+    frame = p.tool_call(item.ref, title, kind, arguments, places, status=status,
+                        content=result_content(item.name, arguments, item.output))
     frame["rawOutput"] = {"output": p.bounded(item.output)}
     return frame
 

@@ -3,7 +3,7 @@ same mode as ACP modes for older clients), session/set_config_option and session
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
@@ -12,6 +12,10 @@ from bob_acp.config import Config
 from bob_acp.engine import Engine
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.providers.models import ModelSet
+
+if TYPE_CHECKING:
+    from bob_acp.log import Logger
+
 
 MODES = (
     ("ask", "Ask", "Ask before every tool call that touches the machine"),
@@ -26,7 +30,7 @@ RANK = {"ask": 0, "sandboxed": 1, "allow-edits": 1, "allow-all": 2}  # how much 
 
 
 class Handlers:
-    def __init__(self, cfg: Config, log: Any, table: SessionTable, channel: ClientChannel,
+    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel,
                  engine_of: Callable[[], Engine]):
         self.cfg = cfg
         self.log = log
@@ -47,20 +51,11 @@ class Handlers:
         """The approval modes this Bob offers (sandboxed only where a sandbox is configured)."""
         return tuple(m for m in MODES if m[0] != "sandboxed" or self.cfg.tools.sandbox != "off")
 
-    def levels(self, session: Session | None = None) -> tuple:
+    def levels(self, session: Session | None = None) -> tuple[str, ...]:
         """The reasoning levels the session's model takes (none for the script provider)."""
         models = self._models
         provider = (models.pick(session.conv.model) if session is not None else models.pick(None)).entry.settings.provider
-        if provider == "openai":
-            from bob_acp.providers.openai import REASONING_LEVELS
-            return REASONING_LEVELS
-        if provider == "openai-responses":
-            from bob_acp.providers.responses import REASONING_LEVELS
-            return REASONING_LEVELS
-        if provider == "anthropic":
-            from bob_acp.providers.anthropic import REASONING_LEVELS
-            return REASONING_LEVELS
-        return ()
+        return reasoning_levels(provider)
 
     def options(self, session: Session) -> list[dict]:
         conv = session.conv
@@ -90,7 +85,7 @@ class Handlers:
         if choices.get("reasoning") in self.levels(session):
             session.conv.reasoning = None if choices["reasoning"] == "default" else choices["reasoning"]
         saved = choices.get("mode")
-        if saved not in {mode for mode, _, _ in self.modes()}:
+        if not isinstance(saved, str) or saved not in {mode for mode, _, _ in self.modes()}:
             return None
         configured = self.cfg.permissions.mode
         if RANK[saved] <= RANK[configured]:
@@ -127,7 +122,7 @@ class Handlers:
         self._set_mode(session, params.get("modeId"), "modeId")
         return {}
 
-    def _set_model(self, session: Session, value: Any) -> None:
+    def _set_model(self, session: Session, value: object) -> None:
         if not isinstance(value, str) or value not in self.models():
             raise RpcError.invalid_params(f"value: not a model this agent offers: {str(value)[:100]!r}")
         chosen = self._chosen(value)
@@ -141,7 +136,7 @@ class Handlers:
         """What a session keeps for a model choice (None: the default, the first option)."""
         return None if value == self._models.options()[0].value else value
 
-    def _set_mode(self, session: Session, value: Any, field: str) -> None:
+    def _set_mode(self, session: Session, value: object, field: str) -> None:
         if not isinstance(value, str) or value not in {mode for mode, _, _ in self.modes()}:
             offered = ", ".join(mode for mode, _, _ in self.modes())
             raise RpcError.invalid_params(f"{field}: unknown mode {str(value)[:100]!r} ({offered})")
@@ -156,6 +151,20 @@ class Handlers:
         if mode:
             self.channel.update(session.id, {"sessionUpdate": "current_mode_update", "currentModeId": session.conv.mode})
         self.table.save(session)
+
+
+def reasoning_levels(provider: str) -> tuple[str, ...]:
+    """The reasoning levels a provider takes (none for the script provider)."""
+    if provider == "openai":
+        from bob_acp.providers import openai
+        return openai.REASONING_LEVELS
+    if provider == "openai-responses":
+        from bob_acp.providers import responses
+        return responses.REASONING_LEVELS
+    if provider == "anthropic":
+        from bob_acp.providers import anthropic
+        return anthropic.REASONING_LEVELS
+    return ()
 
 
 def modes_state(current: str, offered: tuple = MODES) -> dict:

@@ -19,6 +19,7 @@ from bob_acp.acp.params import cwd_param, mcp_servers, more_roots, required_str
 from bob_acp.acp.table import SessionTable
 from bob_acp.jsonrpc.endpoint import Reply, Route
 from bob_acp.jsonrpc.errors import AUTH_REQUIRED, RpcError
+from bob_acp.jsontext import mapping
 from bob_acp.lazy import LazyModule, warm
 
 TYPE_CHECKING = False
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
 
     from bob_acp.config import Config
     from bob_acp.engine import Engine
+    from bob_acp.log import Logger
     from bob_acp.providers.base import Provider
     from bob_acp.providers.models import ModelSet
 
@@ -42,7 +44,7 @@ mcp_module = LazyModule("bob_acp.mcp", globals(), "mcp_module")
 
 
 class AgentServer:
-    def __init__(self, cfg: Config, log: Any, provider: Provider | ModelSet | None, no_model_message: str,
+    def __init__(self, cfg: Config, log: Logger, provider: Provider | ModelSet | None, no_model_message: str,
                  env: dict | None = None, redact: Callable[[Any], Any] | None = None,
                  config_problem: str | None = None, hidden_env: tuple[str, ...] = ()):
         self.cfg = cfg
@@ -162,12 +164,12 @@ class AgentServer:
         version = params.get("protocolVersion")
         if isinstance(version, bool) or not isinstance(version, int):
             raise RpcError.invalid_params("protocolVersion: must be an integer")
-        info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        info = mapping(params.get("clientInfo"))
         name, client_version = str(info.get("name", "unknown"))[:100], str(info.get("version", ""))[:100]
         client = " ".join(part for part in (name, client_version) if part)
         self.log.info(f"[acp] initialize: client {client}, protocol {version}")
         offered = params.get("clientCapabilities")
-        offered = offered if isinstance(offered, dict) else {}
+        offered = mapping(offered)
         self.channel.capabilities = ClientCapabilities(offered)
         if self.cfg.acp.auth:
             self.auth_methods = auth.methods(auth.terminal_auth_wanted(offered))

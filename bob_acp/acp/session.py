@@ -9,9 +9,11 @@ from bob_acp.cancel import Cancel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import Any
 
+    from bob_acp.acp.turn_queue import Ticket
     from bob_acp.engine.conversation import Conversation
+    from bob_acp.mcp.servers import McpSet
+    from bob_acp.skills import Catalog
     from bob_acp.workspace import Workspace
 
 
@@ -23,7 +25,7 @@ class Turn:
 
     __slots__ = ("cancel", "lock", "answered", "ticket")
 
-    def __init__(self, ticket: Any):
+    def __init__(self, ticket: Ticket):
         self.cancel = Cancel()
         self.lock = threading.Lock()
         self.answered = False
@@ -39,7 +41,7 @@ class Turn:
 
 
 class Session:
-    def __init__(self, sid: str, conv: Conversation, catalog: Any):
+    def __init__(self, sid: str, conv: Conversation, catalog: Catalog):
         self.id = sid
         self.conv = conv
         self.catalog = catalog
@@ -47,7 +49,7 @@ class Session:
         self.loading = False  # a session/load is replacing it
         self.file_id = sid  # the id its file is saved under (another one after a conflicting writer)
         self.title: str | None = None
-        self.mcp: Any = None  # its MCP servers (bob_acp.mcp), when mcp.enabled
+        self.mcp: McpSet | None = None  # its MCP servers, when mcp.enabled
 
     @property
     def cwd(self) -> str:

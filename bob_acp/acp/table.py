@@ -8,7 +8,7 @@ import collections
 import threading
 
 from bob_acp.acp.params import required_str, unknown_session
-from bob_acp.acp.session import Session
+from bob_acp.acp.session import Session, Turn
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.lazy import LazyModule
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
 
     from bob_acp.acp.channel import ClientChannel
     from bob_acp.config import Config
+    from bob_acp.log import Logger
     from bob_acp.sessions import SessionStore
 
 sessions = LazyModule("bob_acp.sessions", globals(), "sessions")
@@ -26,7 +27,7 @@ DEFAULT_MAX_SESSIONS = 1024
 
 
 class SessionTable:
-    def __init__(self, cfg: Config, log: Any, channel: ClientChannel, redact: Callable[[Any], Any] | None = None):
+    def __init__(self, cfg: Config, log: Logger, channel: ClientChannel, redact: Callable[[Any], Any] | None = None):
         self.cfg = cfg
         self.log = log
         self.channel = channel
@@ -96,7 +97,7 @@ class SessionTable:
             self.draining[session.id] = session
         session.end()
 
-    def turn_ended(self, session: Session, turn: Any) -> None:
+    def turn_ended(self, session: Session, turn: Turn) -> None:
         with self.lock:
             session.turns.discard(turn)
             if not session.turns:

@@ -9,7 +9,7 @@ provider did meanwhile; a cancel after it is logged as too late.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from bob_acp import engine, sessions, skills
 from bob_acp.acp import prompt as prompts
@@ -26,9 +26,13 @@ from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.timestamps import utc_now
 
+if TYPE_CHECKING:
+    from bob_acp.log import Logger
+
+
 
 class Handlers:
-    def __init__(self, cfg: Config, log: Any, table: SessionTable, channel: ClientChannel,
+    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel,
                  engine_of: Callable[[], engine.Engine], opener: Opener, ready: Callable[[], None],
                  closing: threading.Event):
         self.cfg = cfg
@@ -80,7 +84,7 @@ class Handlers:
 
     def prompt(self, params: dict, prepared: tuple[Session, Turn] | None = None) -> Reply:
         session, turn = prepared or self.prepare(params)
-        outcome: Any = engine.CANCELLED  # waited, was cancelled: ran nothing, recorded nothing
+        outcome: object = engine.CANCELLED  # waited, was cancelled: ran nothing, recorded nothing
         try:
             if not self.closing.is_set() and turn.ticket.wait() and not turn.cancel.is_set():
                 outcome = self._run(session, params["prompt"], turn)
@@ -90,7 +94,7 @@ class Handlers:
         return Reply(lambda: self._answer(turn, outcome), guard=turn.lock)
 
     @staticmethod
-    def _answer(turn: Turn, outcome: Any) -> dict:
+    def _answer(turn: Turn, outcome: object) -> dict:
         turn.answered = True
         if turn.cancel.is_set():
             return {"stopReason": engine.CANCELLED}
@@ -98,7 +102,7 @@ class Handlers:
             raise outcome
         return {"stopReason": outcome}
 
-    def _run(self, session: Session, blocks: list, turn: Turn) -> Any:
+    def _run(self, session: Session, blocks: list, turn: Turn) -> str | RpcError:
         text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, self.cfg.tools.maxReadBytes)
         command = text.strip()
         sink = TurnSink(self.channel, self.log, session, turn.cancel)

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.cancel import Cancel
 from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.jsontext import mapping
+
+if TYPE_CHECKING:
+    from bob_acp.engine.calls import Call
+    from bob_acp.log import Logger
+    from bob_acp.tools.base import ToolResult
+
 
 RAW_OUTPUT_LIMIT = p.MAX_TEXT
 CANCEL_FOLLOWS = 0.5  # seconds a "cancelled" permission answer waits for the session/cancel behind it
@@ -29,12 +36,12 @@ def result_content(name: str, arguments: dict, output: str) -> list[dict]:
     return [p.text_content(p.fenced(output, result_language(name, arguments)))]
 
 
-def locations(call: Any) -> list[dict]:
+def locations(call: Call) -> list[dict]:
     return [p.location(loc.path, loc.line) for loc in call.locations]
 
 
 class TurnSink:
-    def __init__(self, channel: ClientChannel, log: Any, session: Session, cancel: Cancel):
+    def __init__(self, channel: ClientChannel, log: Logger, session: Session, cancel: Cancel):
         self.channel = channel
         self.log = log
         self.sid = session.id
@@ -60,16 +67,17 @@ class TurnSink:
     def usage(self, used: int, size: int, cost: float | None) -> None:
         self.send(p.usage_update(used, size, cost))
 
-    def _terminal(self, call: Any) -> bool:
+    def _terminal(self, call: Call) -> bool:
         return self.terminal and call.name == "bash"
 
-    def _proposed(self, call: Any) -> list[dict] | None:
+    def _proposed(self, call: Call) -> list[dict] | None:
         if call.preview is None:
             return None
         return [p.diff_content(call.preview.path, call.preview.old_text, call.preview.new_text)]
 
-    def tool_pending(self, call: Any) -> None:
-        content, meta = self._proposed(call), None
+    def tool_pending(self, call: Call) -> None:
+        content = self._proposed(call)
+        meta: dict[str, object] | None = None
         if self._terminal(call):
             content = [p.terminal_content(call.ref)]
             meta = {"terminal_info": {"terminal_id": call.ref, "cwd": self.cwd}}
@@ -78,11 +86,12 @@ class TurnSink:
         self.send(p.tool_call(call.ref, call.title, call.kind, call.arguments, locations(call),
                                content=content, meta=meta))
 
-    def permission(self, call: Any, cancel: Cancel) -> str:
+    def permission(self, call: Call, cancel: Cancel) -> str:
         if call.grant is None:  # this call can never be remembered: no "always" to offer
             options = p.permission_options(None)
         else:
-            options = p.permission_options(call.name if call.grant == call.tool.grant_key else f"`{call.grant}`")
+            whole = call.tool is not None and call.grant == call.tool.grant_key
+            options = p.permission_options(call.name if whole else f"`{call.grant}`")
         params = {
             "sessionId": self.sid,
             "toolCall": p.tool_request(call.ref, call.title, call.kind, call.arguments, locations(call),
@@ -106,20 +115,21 @@ class TurnSink:
     def plan(self, entries: list[dict]) -> None:
         self.send({"sessionUpdate": "plan", "entries": entries})
 
-    def tool_running(self, call: Any) -> None:
+    def tool_running(self, call: Call) -> None:
         self.send(p.tool_call_update(call.ref, "in_progress"))
 
-    def tool_output(self, call: Any, tail: str, delta: str) -> None:
+    def tool_output(self, call: Call, tail: str, delta: str) -> None:
         if self._terminal(call):
             meta = {"terminal_output": {"terminal_id": call.ref, "data": delta}}
             self.send(p.tool_call_update(call.ref, "in_progress", meta=meta))
         else:
             self.send(p.tool_call_update(call.ref, "in_progress", result_content(call.name, call.arguments, tail)))
 
-    def tool_terminal(self, call: Any) -> None:
-        self.send(p.tool_call_update(call.ref, "in_progress", [p.terminal_content(call.terminal)]))
+    def tool_terminal(self, call: Call) -> None:
+        if call.terminal is not None:
+            self.send(p.tool_call_update(call.ref, "in_progress", [p.terminal_content(call.terminal)]))
 
-    def tool_finished(self, call: Any, result: Any) -> None:
+    def tool_finished(self, call: Call, result: ToolResult) -> None:
         status = "failed" if result.failed else "completed"
         raw = {"output": p.bounded(result.output, RAW_OUTPUT_LIMIT)}
         if call.terminal is not None:  # the editor keeps showing its terminal, released or not
@@ -137,7 +147,7 @@ class TurnSink:
 
 
 def _cancelled_outcome(outcome: Outcome) -> bool:
-    result = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
+    result = mapping(outcome.result if outcome.ok else None)
     selected = result.get("outcome")
     return isinstance(selected, dict) and selected.get("outcome") == "cancelled"
 
@@ -147,9 +157,9 @@ def rejection_reason(outcome: Outcome) -> str:
     `bob-acp chat` sends it): one line, bounded; "" when none."""
     from bob_acp.jsontext import clean
 
-    result = outcome.result if outcome.ok and isinstance(outcome.result, dict) else {}
-    meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
-    bob = meta.get("bob") if isinstance(meta.get("bob"), dict) else {}
+    result = mapping(outcome.result if outcome.ok else None)
+    meta = mapping(result.get("_meta"))
+    bob = mapping(meta.get("bob"))
     reason = bob.get("reason")
     return " ".join(clean(reason).split())[:500] if isinstance(reason, str) else ""
 

@@ -25,6 +25,7 @@ from bob_acp.chat.agent import Agent, agent_command
 from bob_acp.chat.ask import Asker, Prompter
 from bob_acp.chat.choices import Choices
 from bob_acp.chat.render import Screen, use_colour
+from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ class Chat:
                              f"cannot open a session in {self.cwd}")
             self.session_id = result["sessionId"]
         self.choices.take(result)
-        modes = result.get("modes") if isinstance(result.get("modes"), dict) else {}
+        modes = mapping(result.get("modes"))
         self.show_mode(modes.get("currentModeId"))
 
     def show_mode(self, mode: object) -> None:
@@ -282,7 +283,7 @@ def _error_line(error: dict) -> str:
 
 
 def _error_words(error: dict) -> str:
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    data = mapping(error.get("data"))
     if data.get("error"):
         return str(data["error"])
     message = str(error.get("message", "unknown error"))

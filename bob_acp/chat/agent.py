@@ -41,6 +41,8 @@ class Agent:
         # for the agent. If this client dies, the agent sees EOF on stdin and exits.
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_out,
                                      env=env, start_new_session=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # (PIPE: for the type checker)
+        self._to_agent, self._from_agent = self.proc.stdin, self.proc.stdout
         self.env = env
         self.events: queue.Queue = queue.Queue()
         self.raw = raw
@@ -52,7 +54,7 @@ class Agent:
         # Ctrl-C is the main thread's: were SIGINT delivered here, the main thread blocked in
         # readline's select() would not see it until the next key.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        for line in self.proc.stdout:
+        for line in self._from_agent:
             if self.raw is not None:
                 try:
                     self.raw.write(line.decode("utf-8", errors="replace"))
@@ -68,8 +70,8 @@ class Agent:
     def send(self, frame: dict) -> None:
         with self._write_lock:
             try:
-                self.proc.stdin.write(orjson.dumps(frame) + b"\n")
-                self.proc.stdin.flush()
+                self._to_agent.write(orjson.dumps(frame) + b"\n")
+                self._to_agent.flush()
             except (BrokenPipeError, ValueError, OSError):
                 pass
 
@@ -98,7 +100,7 @@ class Agent:
 
     def close(self, keep_log: bool, err: "TextIO") -> int:
         try:
-            self.proc.stdin.close()
+            self._to_agent.close()
         except OSError:
             pass
         try:

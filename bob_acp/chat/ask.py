@@ -9,7 +9,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import TextIO
+    from typing import Any, TextIO
 
 PASTE_WINDOW = 0.03  # seconds: lines arriving this close behind a line are one pasted block
 HISTORY_LINES = 1000
@@ -27,13 +27,13 @@ class Prompter:
     def __init__(self, env: dict):
         self.interactive = sys.stdin.isatty()
         self._history = history_file(env)
-        self._readline = None
+        self._readline: Any = None
         if self.interactive:
             try:
-                import readline
+                import readline as line_editing
             except ImportError:  # a Python without readline: plain input still works
-                readline = None
-            self._readline = readline
+                line_editing = None  # type: ignore[assignment]
+            self._readline = readline = line_editing
             if readline is not None:
                 for entry in load_history(self._history):
                     readline.add_history(entry)
@@ -119,13 +119,14 @@ class Asker:
     def __init__(self, yes: bool, no: bool, screen_out: "TextIO"):
         self.yes, self.no = yes, no
         self._out = screen_out
-        self.tty_in = self.tty_out = None
+        self.tty_in: TextIO | None = None
+        self.tty_out: TextIO = screen_out  # the terminal when there is one (questions go there)
         if not (yes or no):
             try:
                 self.tty_in = open("/dev/tty", "r")
                 self.tty_out = open("/dev/tty", "w")
             except OSError:
-                pass
+                self.tty_in = None
 
     @property
     def can_ask(self) -> bool:
@@ -189,6 +190,9 @@ class Asker:
         before the read began (the signal's wake-up byte ends the wait)."""
         import signal
 
+        tty = self.tty_in
+        if tty is None:
+            return ""
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         try:
@@ -196,14 +200,14 @@ class Asker:
         except ValueError:  # not the main thread: no wake-up byte, a plain read
             os.close(wake_r)
             os.close(wake_w)
-            return self.tty_in.readline()
+            return tty.readline()
         try:
             while True:
-                ready = select.select([self.tty_in, wake_r], [], [])[0]
+                ready = select.select([tty.fileno(), wake_r], [], [])[0]
                 if wake_r in ready:
                     os.read(wake_r, 64)  # the handler runs at the next bytecode: KeyboardInterrupt
                     continue
-                return self.tty_in.readline()
+                return tty.readline()
         finally:
             signal.set_wakeup_fd(previous)
             os.close(wake_r)

@@ -8,7 +8,7 @@ from bob_acp.chat import visible
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from bob_acp.chat import Chat
 
 NEEDS_HISTORY = ("the saved sessions need sessions: {enabled: true} and acp: {sessionHistory: true} in Bob's "
                  "config (or --profile full)")
@@ -16,7 +16,7 @@ NEEDS_OPTIONS = "the model and mode pickers need acp: {configOptions: true} in B
 
 
 class Choices:
-    def __init__(self, chat: Any):
+    def __init__(self, chat: Chat):
         self.chat = chat
         self.options: list[dict] = []  # the session's configOptions, as last answered
 

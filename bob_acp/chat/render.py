@@ -11,6 +11,7 @@ import re
 import time
 
 from bob_acp.chat import visible
+from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ class Screen:
         self._spin = itertools.cycle(SPINNER)
         self._tail_drawn = 0  # lines of rolling tail currently on screen
         self._tail_call = ""
-        self._streaming = None  # "text" or "thought": what the current line holds
+        self._streaming: str | None = None  # "text" or "thought": what the current line holds
         self.shown_diffs: dict[str, tuple] = {}  # toolCallId -> the proposed change already shown
+        self._usage: dict | None = None  # the last usage_update, shown once the turn ends
 
     def paint(self, text: str, *styles: str) -> str:
         if not self.colour or not styles:
@@ -126,7 +128,7 @@ class Screen:
             self._usage = update
 
     def usage_line(self) -> None:
-        usage = getattr(self, "_usage", None)
+        usage = self._usage
         if not usage:
             return
         share = usage["used"] / usage["size"] * 100 if usage.get("size") else 0
@@ -138,7 +140,7 @@ class Screen:
         self.calls[update["toolCallId"]] = dict(update)
         status = update.get("status", "pending")
         self._end_tail()
-        meta = update.get("_meta") if isinstance(update.get("_meta"), dict) else {}
+        meta = mapping(update.get("_meta"))
         boxed = " [sandboxed]" if isinstance(meta.get("bob"), dict) and meta["bob"].get("sandboxed") else ""
         self.line(f"⏺ {visible.line(str(update.get('title', update['toolCallId'])))}{boxed}", "cyan")
         if status in ("completed", "failed"):  # a replayed call
@@ -184,7 +186,7 @@ class Screen:
         for item in call.get("content") or []:
             if item.get("type") == "diff":
                 change = (item.get("oldText"), item.get("newText", ""), item.get("path", ""))
-                if self.shown_diffs.get(call.get("toolCallId")) != change:  # not again when it was proposed
+                if self.shown_diffs.get(str(call.get("toolCallId"))) != change:  # not again when it was proposed
                     self.write(self.diff(*change))
             elif item.get("type") == "content" and not rejected:
                 text = visible.body(unfence(item.get("content", {}).get("text", "")))

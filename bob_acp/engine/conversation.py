@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bob_acp import compress
 from bob_acp.tools import BUILTIN
 from bob_acp.tools.base import ToolSet
 from bob_acp.tools.client import Client
 from bob_acp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from bob_acp.sandbox import Sandbox
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Conversation:
     reasoning: str | None = None  # the session's reasoning level (acp.configOptions); None: as configured
     cost: float = 0.0  # the session's cost so far, when model.price is configured
     owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
-    sandbox: Any = None  # bob_acp.sandbox.Sandbox of its commands (None: tools.sandbox off)
+    sandbox: Sandbox | None = None  # of its commands (None: tools.sandbox off)
     client: Client | None = None  # the editor's files and terminals (tools.clientFs, tools.clientTerminal)
 
     @property

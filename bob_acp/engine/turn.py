@@ -9,7 +9,7 @@ stopped loop every tool call the model made has a result.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 import orjson
 
@@ -25,6 +25,16 @@ from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
 from bob_acp.workspace import Workspace
 
+if TYPE_CHECKING:
+    from bob_acp.config import Config
+    from bob_acp.log import Logger
+    from bob_acp.providers.base import Reply, Usage
+    from bob_acp.skills import Catalog
+    from bob_acp.tools.base import ToolSet
+
+
+
+T = TypeVar("T")
 
 class TurnStats:
     __slots__ = ("commands", "file_ops", "skills")
@@ -118,8 +128,8 @@ def new_message_id() -> str:
 
 
 class Engine:
-    def __init__(self, cfg: Any, provider: Provider | ModelSet | None, no_model_message: str = "", log: Any = None,
-                 refs: Refs | None = None, env: dict | None = None, redact: Any = None):
+    def __init__(self, cfg: Config, provider: Provider | ModelSet | None, no_model_message: str = "", log: Logger | None = None,
+                 refs: Refs | None = None, env: dict | None = None, redact: Callable[[Any], Any] | None = None):
         self.cfg = cfg
         # Every model a session may pick (a lone provider: the configured model alone).
         self.models = provider if isinstance(provider, ModelSet) else ModelSet.single(cfg, provider, log)
@@ -133,8 +143,8 @@ class Engine:
 
     # ---- conversations -----------------------------------------------------------------------
 
-    def new_conversation(self, ws: Workspace, catalog: Any, stored: list[dict] | None = None,
-                         tools: Any = BUILTIN) -> Conversation:
+    def new_conversation(self, ws: Workspace, catalog: Catalog, stored: list[dict] | None = None,
+                         tools: ToolSet = BUILTIN) -> Conversation:
         """A fresh history holding the system prompt, or a stored one whose system prompt is
         replaced by the current one."""
         messages = [history.system(system_prompt.build(ws, catalog, tools=tools.names()))]
@@ -216,9 +226,12 @@ class Engine:
         stream = _Stream(sink)
         sent = len(conv.messages)
         option = self.models.pick(conv.model)
+        provider = option.entry.provider
+        if provider is None:  # (run_turn refuses before: a model chosen mid-turn is not possible)
+            raise ModelError(f"the model {option.value} cannot be used: {option.entry.problem}")
         tools = conv.tools.current(cancel)  # an MCP server's tools may have changed since the last call
         try:
-            reply = option.entry.provider.generate(self._sent(conv, option), tools.specs(), stream, cancel,
+            reply = provider.generate(self._sent(conv, option), tools.specs(), stream, cancel,
                                                    model=option.name, reasoning=conv.reasoning)
         except (Cancelled, ModelError):
             if stream.parts:  # what the user already saw stays in the history
@@ -242,7 +255,7 @@ class Engine:
         conv.messages.append(history.assistant(text, recorded, reply.thinking, option.entry.id))
         return calls, False
 
-    def _check_usage(self, reply: Any, conv: Conversation, tools: Any) -> None:
+    def _check_usage(self, reply: Reply, conv: Conversation, tools: ToolSet) -> None:
         """Counts a server reported that are far beyond what was sent or received are not acted
         on (no compression, no cost from them): one log line, and Bob's own estimate instead."""
         usage = reply.usage
@@ -268,8 +281,9 @@ class Engine:
         ctx = ToolContext(workspace=conv.workspace, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
                           sandbox=conv.sandbox, client=conv.client)
         call.sandboxed = confined(conv, call)
-        if call.tool is not None and times < self.cfg.loop.warnAt:
-            call.preview = _quietly(lambda: call.tool.preview(call.arguments, ctx))
+        tool = call.tool
+        if tool is not None and times < self.cfg.loop.warnAt:
+            call.preview = _quietly(lambda: tool.preview(call.arguments, ctx))
         sink.tool_pending(call)
         if call.tool is None:
             known = ", ".join(conv.tools.current(cancel).names())
@@ -305,12 +319,15 @@ class Engine:
 
     def _permitted(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> bool:
         tool = call.tool
+        if tool is None:  # (never asked: an unknown tool's call is answered before)
+            return False
         if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
             return True
         if (conv.mode == "allow-all"
                 or (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
                     and tool.in_project(call.arguments, conv.workspace))
-                or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox.refusal() is None)):
+                or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox is not None
+                    and conv.sandbox.refusal() is None)):
             if self.log is not None:
                 self.log.info(f"[acp] run without asking (permissions.mode {conv.mode}): {call.title}")
             return True
@@ -336,11 +353,12 @@ class Engine:
     def _maybe_compress(self, conv: Conversation, sink: Sink, cancel: Cancel, tries: "_CompressionTries") -> None:
         option = self.models.pick(conv.model)
         window, threshold = self.window(option), self.cfg.context.threshold
-        if not compress.should_compress(conv.context_tokens(), window, threshold) or tries.failed >= 2:
+        provider = option.entry.provider
+        if provider is None or not compress.should_compress(conv.context_tokens(), window, threshold) or tries.failed >= 2:
             return  # (after a failure it is tried once more in the turn, then no more: each try is paid for)
         # The turn under way is always kept whole: its question must reach the model.
         keep = max(self.cfg.context.keepLastTurns, 1)
-        outcome = compress.compress(self._sent(conv, option), option.entry.provider, keep, cancel, model=option.name)
+        outcome = compress.compress(self._sent(conv, option), provider, keep, cancel, model=option.name)
         if outcome.usage is not None:
             conv.cost += self._price(outcome.usage, option)
         if outcome.changed:
@@ -365,7 +383,7 @@ class Engine:
 
     # ---- cost --------------------------------------------------------------------------------
 
-    def _price(self, usage: Any, option: Option) -> float:
+    def _price(self, usage: Usage, option: Option) -> float:
         price = option.entry.settings.price
         if price.input is None and price.output is None:
             return 0.0
@@ -388,7 +406,7 @@ class Engine:
             return conv.messages
         return history.without_others_thinking(conv.messages, option.entry.id)
 
-    def _log_usage(self, usage: Any) -> None:
+    def _log_usage(self, usage: Usage) -> None:
         if self.log is not None and (usage.cache_read or usage.cache_write):
             self.log.info(f"[acp] model call: {usage.input} input token(s), {usage.cache_read} read from the cache, "
                           f"{usage.cache_write} written to it")
@@ -403,11 +421,11 @@ class _CompressionTries:
         self.failed = 0
 
 
-def _same(text: Any) -> Any:
+def _same(text: T) -> T:
     return text
 
 
-def _quietly(work: Any) -> Any:
+def _quietly(work: Callable[[], T]) -> T | None:
     try:
         return work()
     except Exception:  # a preview is a courtesy: the call itself reports any problem

@@ -35,7 +35,7 @@ class _Stdlib:
         self._encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         self._indented = json.JSONEncoder(ensure_ascii=False, indent=2, allow_nan=False)
 
-    def loads(self, data: Any) -> Any:
+    def loads(self, data: str | bytes | bytearray | memoryview) -> Any:
         if isinstance(data, (bytes, bytearray, memoryview)):
             data = bytes(data).decode("utf-8")  # invalid UTF-8: a ValueError, as orjson's
         if "\\ud" in data or "\\uD" in data:  # maybe a lone surrogate escape: orjson's message
@@ -45,7 +45,7 @@ class _Stdlib:
             return value
         return self._json.loads(data, parse_constant=_no_constant)
 
-    def dumps(self, value: Any, option: int | None = None) -> bytes:
+    def dumps(self, value: object, option: int | None = None) -> bytes:
         try:
             text = (self._indented if option else self._encoder).encode(value)
             return text.encode("utf-8")
@@ -99,7 +99,7 @@ def loads(data: bytes | str, keep_surrogates: bool = False) -> Any:
     return value if keep_surrogates else clean_tree(value)
 
 
-def dumps(value: Any, option: int | None = None) -> bytes:
+def dumps(value: object, option: int | None = None) -> bytes:
     """orjson.dumps; strings that are not valid Unicode are cleaned first instead of failing."""
     backend = _impl()
     try:
@@ -118,7 +118,7 @@ def clean(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def clean_tree(value: Any) -> Any:
+def clean_tree(value: object) -> Any:
     """`value` with every string cleaned (see clean) and every integer JSON encoders refuse
     (beyond 64 bits, as a parser without that limit reads one) made a float, as orjson reads it."""
     if isinstance(value, str):
@@ -135,7 +135,7 @@ def clean_tree(value: Any) -> Any:
     return value
 
 
-def _has_lone_surrogate(value: Any) -> bool:
+def _has_lone_surrogate(value: object) -> bool:
     if isinstance(value, str):
         return clean(value) is not value
     if isinstance(value, dict):

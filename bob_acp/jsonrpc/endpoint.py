@@ -26,7 +26,7 @@ from bob_acp.jsonrpc.streams import MAX_FRAME, Oversized, Writer, read_frames
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import Any, BinaryIO, Callable, ContextManager
+    from typing import IO, Any, Callable, ContextManager
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 MAX_PENDING_BYTES = 16 * 1024 * 1024
@@ -76,7 +76,7 @@ class Outcome:
 
     __slots__ = ("result", "error", "closed")
 
-    def __init__(self, result: Any = None, error: Any = None, closed: bool = False):
+    def __init__(self, result: Any = None, error: object = None, closed: bool = False):
         self.result = result
         self.error = error  # the error object, or a string saying why there is no valid answer
         self.closed = closed  # no answer: abandoned by us, or the connection ended
@@ -166,12 +166,12 @@ class Endpoint:
 
     # ---- outbound -------------------------------------------------------------------------
 
-    def notify(self, method: str, params: Any, give_up: Callable[[], bool] | None = None) -> bool:
+    def notify(self, method: str, params: object, give_up: Callable[[], bool] | None = None) -> bool:
         """Send a notification; waits while the client is not reading, until `give_up()` is true
         (re-checked on wake_senders())."""
         return self._send({"jsonrpc": "2.0", "method": method, "params": params}, give_up)
 
-    def request(self, method: str, params: Any, give_up: Callable[[], bool] | None = None) -> Pending:
+    def request(self, method: str, params: object, give_up: Callable[[], bool] | None = None) -> Pending:
         """Send a request; its answer is `.wait()`ed on. A request that cannot be sent (the
         connection closed, a value JSON cannot hold) is settled at once."""
         request_id = next(self._ids)
@@ -220,15 +220,15 @@ class Endpoint:
         if held:
             self._writer.send(b"\n".join(held), give_up)
 
-    def _respond(self, msg_id: Any, result: Any, give_up: Callable[[], bool] | None = None) -> None:
+    def _respond(self, msg_id: object, result: Any, give_up: Callable[[], bool] | None = None) -> None:
         self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up)
 
-    def _respond_error(self, msg_id: Any, error: RpcError) -> None:
+    def _respond_error(self, msg_id: object, error: RpcError) -> None:
         self._send(_error_frame(msg_id, error))
 
     # ---- serving --------------------------------------------------------------------------
 
-    def serve(self, stream: BinaryIO, drain_timeout: float = 0.8,
+    def serve(self, stream: IO[bytes], drain_timeout: float = 0.8,
               wait: Callable[[threading.Event], None] | None = None) -> None:
         """Serve until the input ends or stop() is called; returns once the dispatcher and the
         workers are done (waiting at most drain_timeout for workers still running). `wait(closed)`
@@ -272,7 +272,7 @@ class Endpoint:
 
     # ---- reader ---------------------------------------------------------------------------
 
-    def _read_loop(self, stream: BinaryIO) -> None:
+    def _read_loop(self, stream: IO[bytes]) -> None:
         try:
             for frame in read_frames(stream, self._max_frame):
                 if self._closed.is_set():
@@ -325,7 +325,7 @@ class Endpoint:
                     return slot
         return None
 
-    def _cancel_request(self, params: Any) -> None:
+    def _cancel_request(self, params: object) -> None:
         """On the reader, in frame order: the request named is cancelled."""
         msg_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(msg_id, bool) or not isinstance(msg_id, (int, str)):
@@ -349,7 +349,7 @@ class Endpoint:
         if self._cancel_method and not self._closed.is_set():
             self.notify(self._cancel_method, {"requestId": pending.id})
 
-    def _awaited(self, msg_id: Any) -> bool:
+    def _awaited(self, msg_id: object) -> bool:
         slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
         with self._pending_lock:
             return slot_id in self._pending
@@ -476,13 +476,13 @@ class Endpoint:
             self._held_bytes += size
         worker.start()
 
-    def _forget_running(self, key: Any) -> None:
+    def _forget_running(self, key: object) -> None:
         if key is not None:
             with self._cancel_lock:
                 self._running.pop(key, None)
                 self._running_routes.pop(key, None)
 
-    def _run_worker(self, route: Route, method: str, msg_id: Any, args: tuple, size: int) -> None:
+    def _run_worker(self, route: Route, method: str, msg_id: object, args: tuple, size: int) -> None:
         try:
             # Its answer never waits for room in the output: the requests held are bounded, and
             # a worker blocked on a guard's lock would hold up a cancel on the dispatcher.
@@ -495,7 +495,7 @@ class Endpoint:
                 self._held_frames -= 1
                 self._held_bytes -= size
 
-    def _call(self, route: Route, method: str, msg_id: Any, args: tuple,
+    def _call(self, route: Route, method: str, msg_id: object, args: tuple,
               give_up: Callable[[], bool] | None = None) -> None:
         try:
             result = route.handler(*args)
@@ -535,23 +535,23 @@ def _always() -> bool:
     return True
 
 
-def _error_frame(msg_id: Any, error: RpcError) -> dict:
+def _error_frame(msg_id: object, error: RpcError) -> dict:
     return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_dict()}
 
 
-def _id_key(msg_id: Any) -> tuple:
+def _id_key(msg_id: object) -> tuple:
     """A request id as a key: 5 and "5" are two ids."""
     return (type(msg_id).__name__, msg_id)
 
 
-def _int_text(value: Any) -> int | None:
+def _int_text(value: object) -> int | None:
     """The number a string id spells ("7"): a client that answered with the wrong id type."""
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
         return int(value)
     return None
 
 
-def _envelope_problem(msg: Any) -> str | None:
+def _envelope_problem(msg: object) -> str | None:
     """Why a decoded frame is not a JSON-RPC 2.0 message, or None."""
     if isinstance(msg, list):
         return "batches are not supported"

@@ -16,7 +16,7 @@ REQUEST_CANCELLED = -32800
 
 
 class RpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None):
+    def __init__(self, code: int, message: str, data: object = None):
         super().__init__(message)
         self.code = code
         self.message = message
@@ -41,11 +41,11 @@ class RpcError(Exception):
         return cls(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     @classmethod
-    def invalid_params(cls, detail: str, data: Any = None) -> "RpcError":
+    def invalid_params(cls, detail: str, data: object = None) -> "RpcError":
         return cls(INVALID_PARAMS, f"Invalid params: {detail}", data)
 
     @classmethod
-    def internal_error(cls, detail: str = "", data: Any = None) -> "RpcError":
+    def internal_error(cls, detail: str = "", data: object = None) -> "RpcError":
         return cls(INTERNAL_ERROR, "Internal error" + (f": {detail}" if detail else ""), data)
 
     @classmethod

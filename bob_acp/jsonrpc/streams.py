@@ -11,7 +11,7 @@ import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import BinaryIO, Callable, Iterator
+    from typing import IO, Callable, Iterator
 
 MAX_FRAME = 4 * 1024 * 1024  # bytes in one line, newline excluded
 _DISCARD_CHUNK = 64 * 1024
@@ -31,7 +31,7 @@ class Oversized:
         self.tail = tail
 
 
-def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes | Oversized]:
+def read_frames(stream: IO[bytes], max_frame: int = MAX_FRAME) -> Iterator[bytes | Oversized]:
     """Yield each line of `stream` without its newline, or Oversized for a line over the cap.
 
     A line is gathered in small chunks, so at most about max_frame bytes of it are ever held:
@@ -76,7 +76,7 @@ def read_frames(stream: BinaryIO, max_frame: int = MAX_FRAME) -> Iterator[bytes 
             return
 
 
-def _patient_readline(stream: BinaryIO) -> Callable[[int], bytes]:
+def _patient_readline(stream: IO[bytes]) -> Callable[[int], bytes]:
     """stream.readline, except that "no data yet" on a non-blocking descriptor waits for data:
     only b"" from a descriptor that select() called readable is the end of input."""
     readline = stream.readline

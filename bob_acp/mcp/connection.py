@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import urlsplit
 
 from bob_acp import children, httpio, jsontext
@@ -16,6 +16,14 @@ from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc.endpoint import Endpoint, Route
 from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
+
+if TYPE_CHECKING:
+    import requests
+    from urllib3.response import BaseHTTPResponse
+    
+    from bob_acp.jsonrpc.endpoint import Outcome
+    from bob_acp.log import Logger
+
 
 MAX_ANSWER = MAX_FRAME  # bytes of one HTTP answer (JSON or event stream), as a stdio frame
 STDERR_LINES, STDERR_WINDOW, STDERR_LINE = 100, 10.0, 2000  # a server's stderr in the log
@@ -87,18 +95,18 @@ def _interruption(what: str, timed_out: threading.Event, cancel: Cancel | None, 
     return None
 
 
-def _error(what: str, error: Any) -> McpError:
+def _error(what: str, error: object) -> McpError:
     message = error.get("message") if isinstance(error, dict) else error
     return McpError(f"{what}: {jsontext.clean(str(message))[:300]}")
 
 
-def _result(what: str, result: Any) -> dict:
+def _result(what: str, result: object) -> dict:
     if not isinstance(result, dict):
         raise McpError(f"{what}: the answer is not an object")
     return result
 
 
-def _settle(outcome: Any, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
+def _settle(outcome: Outcome, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
     problem = _interruption(what, timed_out, cancel, timeout)
     if problem is not None:
         raise problem
@@ -113,9 +121,10 @@ def _too_long(limit: int) -> McpError:
     return McpError(f"the answer exceeds {limit // (1024 * 1024)} MiB: not read further")
 
 
-def _read_capped(raw: Any, method: str) -> bytes:
+def _read_capped(raw: BaseHTTPResponse, method: str) -> bytes:
     """A whole answer body, read in chunks and refused past MAX_ANSWER bytes (never held whole)."""
-    chunks, total = [], 0
+    chunks: list[bytes] = []
+    total = 0
     while True:
         chunk = raw.read(65536, decode_content=True)
         if not chunk:
@@ -130,14 +139,17 @@ class StdioConnection(Connection):
     """A server started as a child process in its own process group (so no process of it
     outlives its session), stdin and stdout for the protocol, stderr to Bob's log."""
 
-    def __init__(self, name: str, command: str, args: list[str], env: dict, cwd: str, log: Any):
+    def __init__(self, name: str, command: str, args: list[str], env: dict, cwd: str, log: Logger):
         self.name = name
         self._log = log
         self._closing = False
         self._label = children.new_label("mcp")
         self.proc = children.spawn([command, *args], self._label, env=env, stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, close_fds=True)
-        self._writer = Writer(self.proc.stdin.fileno(), on_broken=self._gone)
+        # (PIPE: each is there; named, so the type checker knows)
+        assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
+        self._stdin, self._stdout, self._stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
+        self._writer = Writer(self._stdin.fileno(), on_broken=self._gone)
         changed = "notifications/tools/list_changed"
         # In order: a server that adds a tool says so before answering the call that added it,
         # and the turn must see the change before its next model call.
@@ -150,7 +162,7 @@ class StdioConnection(Connection):
         _opened(self)
 
     def _serve(self) -> None:
-        self._endpoint.serve(self.proc.stdout, drain_timeout=0.1)
+        self._endpoint.serve(self._stdout, drain_timeout=0.1)
 
     def _gone(self) -> None:
         self._endpoint.stop()
@@ -162,7 +174,7 @@ class StdioConnection(Connection):
         import time
 
         window_start, logged, dropped = time.monotonic(), 0, 0
-        stream = self.proc.stderr
+        stream = self._stderr
         while True:
             raw = stream.readline(STDERR_LINE * 4)
             if not raw:
@@ -219,7 +231,7 @@ class StdioConnection(Connection):
             return
         self._closing = True
         try:
-            self.proc.stdin.close()
+            self._stdin.close()
         except OSError:
             pass
         self._endpoint.stop()
@@ -249,7 +261,7 @@ class HttpConnection(Connection):
     """Streamable HTTP: a POST per message, an answer as JSON or as an event stream, the
     Mcp-Session-Id the server gives kept for every later request, DELETE at the end."""
 
-    def __init__(self, name: str, url: str, headers: dict[str, str], log: Any):
+    def __init__(self, name: str, url: str, headers: dict[str, str], log: Logger):
         import requests  # lazy: only sessions with HTTP servers pay for it
 
         self.name = name
@@ -338,7 +350,7 @@ class HttpConnection(Connection):
             raise _error(method, answer["error"])
         return _result(method, answer.get("result"))
 
-    def _answer(self, response: Any, msg_id: int, method: str) -> dict:
+    def _answer(self, response: requests.Response, msg_id: int, method: str) -> dict:
         if 300 <= response.status_code < 400:
             where = urlsplit(response.headers.get("Location") or "")
             target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
@@ -361,7 +373,7 @@ class HttpConnection(Connection):
             raise McpError(f"{method}: the answer is not a JSON-RPC message")
         return message
 
-    def _from_events(self, response: Any, msg_id: int) -> dict:
+    def _from_events(self, response: requests.Response, msg_id: int) -> dict:
         lines = (raw.decode("utf-8", "replace") for raw in httpio.arriving_lines(response.raw, MAX_ANSWER, _too_long))
         for _name, data in httpio.events(lines):
             if not data.strip():

@@ -7,13 +7,19 @@ import hashlib
 import re
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
+from bob_acp.jsontext import mapping
 from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
 from bob_acp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from bob_acp.config import Config
+    from bob_acp.log import Logger
+
 
 PROTOCOL_VERSION = "2025-11-25"  # the newest revision with the initialize handshake
 ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
@@ -26,7 +32,7 @@ BUILTIN_NAMES = ("bash", "read_file", "write_file", "edit_file", "read_skill", "
 class McpServer:
     """One server: its connection, its tools as the server named them."""
 
-    def __init__(self, name: str, connection: Connection, cfg: Any, log: Any):
+    def __init__(self, name: str, connection: Connection, cfg: Config, log: Logger):
         self.name = name
         self.connection = connection
         self.timeout = float(cfg.mcp.timeout)
@@ -85,7 +91,7 @@ class McpTool(Tool):
         schema = spec.get("inputSchema")
         self.parameters = schema if isinstance(schema, dict) and schema.get("type") == "object" else {
             "type": "object", "properties": {}}
-        annotations = spec.get("annotations") if isinstance(spec.get("annotations"), dict) else {}
+        annotations = mapping(spec.get("annotations"))
         self.kind = "read" if annotations.get("readOnlyHint") is True else "execute"
 
     def title(self, args: dict) -> str:
@@ -122,8 +128,7 @@ def result_text(result: dict) -> str:
         if kind == "text" and isinstance(item.get("text"), str):
             parts.append(item["text"])
         elif kind in ("image", "audio"):
-            data = item.get("data") if isinstance(item.get("data"), str) else ""
-            size = len(data) * 3 // 4 - data[-2:].count("=")  # the decoded size of base64
+            size = jsontext.decoded_size(jsontext.text_or(item.get("data")))
             parts.append(f"[{kind}: {item.get('mimeType', 'unknown type')}, about {size} bytes, not shown]")
         elif kind == "resource_link":
             parts.append(f"[resource link: {item.get('uri', '?')}" + (f" ({item['name']})" if item.get("name") else "") + "]")
@@ -152,7 +157,7 @@ def tool_name(server: str, tool: str, taken: set[str]) -> str:
 class McpSet:
     """A session's servers. problems: one line per server that could not be used."""
 
-    def __init__(self, servers: list[McpServer], problems: list[str], log: Any):
+    def __init__(self, servers: list[McpServer], problems: list[str], log: Logger):
         self.servers = servers
         self.problems = problems
         self.log = log
@@ -173,7 +178,7 @@ class McpSet:
         return self._names[key]
 
     def _rebuild(self) -> None:
-        tools = []
+        tools: list[McpTool] = []
         room = MAX_TOOLS - len(BUILTIN_NAMES)
         left_out = []
         for server in self.servers:
@@ -251,7 +256,7 @@ class SessionTools:
         return self._current.specs()
 
 
-def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, sid: str) -> McpSet:
+def start_servers(specs: list, cwd: str, cfg: Config, env: dict | None, log: Logger, sid: str) -> McpSet:
     """Connect to every server the client gave, in parallel; those not ready within mcp.timeout
     are closed and reported. Never raises: a server that fails is a problem line, not an error."""
     import os
@@ -260,7 +265,7 @@ def start_servers(specs: list, cwd: str, cfg: Any, env: dict | None, log: Any, s
     results: list[tuple[McpServer | None, str | None]] = [(None, None)] * len(specs)
     servers_made: list[McpServer | None] = [None] * len(specs)
 
-    def connect(index: int, spec: Any) -> None:
+    def connect(index: int, spec: object) -> None:
         name = names[index]
         try:
             connection = _connection(spec, name, cwd, base_env, log)
@@ -308,12 +313,12 @@ def _unique_names(specs: list) -> list[str]:
     return names
 
 
-def _name_of(spec: Any, index: int) -> str:
+def _name_of(spec: object, index: int) -> str:
     name = spec.get("name") if isinstance(spec, dict) else None
     return jsontext.clean(name)[:64] if isinstance(name, str) and name else f"server{index + 1}"
 
 
-def _connection(spec: Any, name: str, cwd: str, env: dict, log: Any) -> Connection:
+def _connection(spec: object, name: str, cwd: str, env: dict, log: Logger) -> Connection:
     if not isinstance(spec, dict):
         raise McpError("is not an object")
     kind = spec.get("type", "stdio")
@@ -333,10 +338,10 @@ def _connection(spec: Any, name: str, cwd: str, env: dict, log: Any) -> Connecti
     return StdioConnection(name, command, args, {**env, **_pairs(spec.get("env"))}, cwd, log)
 
 
-def _pairs(items: Any) -> dict[str, str]:
+def _pairs(items: object) -> dict[str, str]:
     """ACP's [{name, value}] lists (env, headers) as a mapping; malformed entries are skipped."""
-    found = {}
-    for item in items or []:
+    found: dict[str, str] = {}
+    for item in items if isinstance(items, list) else []:
         if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str):
             found[item["name"]] = item["value"]
     return found

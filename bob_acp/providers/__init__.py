@@ -7,8 +7,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
-    from typing import Any
-
+    from bob_acp.config import Config, ModelSettings
+    from bob_acp.log import Logger
     from bob_acp.providers.base import Provider
     from bob_acp.providers.models import ModelSet
 
@@ -16,23 +16,23 @@ DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_K
                    "anthropic": "ANTHROPIC_API_KEY"}
 
 
-def api_key_env(cfg: Any) -> str | None:
+def api_key_env(cfg: Config) -> str | None:
     """The environment variable that holds the API key of the default model (None for script)."""
     return key_env(cfg.model)
 
 
-def key_env(settings: Any) -> str | None:
+def key_env(settings: ModelSettings) -> str | None:
     """The environment variable that holds one model's API key (None for script)."""
     if settings.provider == "script":
         return None
     return settings.apiKeyEnv or DEFAULT_KEY_ENV[settings.provider]
 
 
-def api_key(cfg: Any, env: dict[str, str]) -> str | None:
+def api_key(cfg: Config, env: dict[str, str]) -> str | None:
     return key_of(cfg.model, env)
 
 
-def key_of(settings: Any, env: dict[str, str]) -> str | None:
+def key_of(settings: ModelSettings, env: dict[str, str]) -> str | None:
     """One model's key, stripped (a CRLF .env leaves "sk-…\r", which no header may carry): from
     the environment variable, else from its apiKeyFile. ConfigError for a key file that others
     can read (as ssh refuses such a key) or that cannot be read."""
@@ -45,7 +45,7 @@ def key_of(settings: Any, env: dict[str, str]) -> str | None:
     return read_key_file(settings.apiKeyFile) if settings.apiKeyFile else None
 
 
-def secret_variables(cfg: Any) -> list[str]:
+def secret_variables(cfg: Config) -> list[str]:
     """The variables that hold secrets of the configured models: their keys' variables and those
     their headers read (hidden from tools, redacted everywhere)."""
     from bob_acp.providers.http import variables
@@ -59,14 +59,15 @@ def secret_variables(cfg: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def secret_values(cfg: Any, env: dict[str, str]) -> list[str]:
+def secret_values(cfg: Config, env: dict[str, str]) -> list[str]:
     """The secrets of every configured model: keys (from variables or key files) and the
     values their headers read."""
     from bob_acp.providers.http import expand
 
     found = [env.get(name, "").strip() for name in secret_variables(cfg)]
     for settings in cfg.entries:
-        if settings.apiKeyFile and key_env(settings) and not env.get(key_env(settings), "").strip():
+        variable = key_env(settings)
+        if settings.apiKeyFile and variable and not env.get(variable, "").strip():
             try:
                 found.append(read_key_file(settings.apiKeyFile) or "")
             except Exception:  # (the entry reports its unusable key file itself)
@@ -99,13 +100,13 @@ def read_key_file(path: str) -> str | None:
     return key or None
 
 
-def make_provider(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = (),
+def make_provider(cfg: Config, env: dict[str, str], secrets: tuple[str, ...] = (),
                   key: str | None = None) -> Provider | None:
     """The default model's provider, or None when it is not usable (prompts are then refused)."""
     return provider_for(cfg.model, env, secrets, key)
 
 
-def provider_for(settings: Any, env: dict[str, str], secrets: tuple[str, ...] = (),
+def provider_for(settings: ModelSettings, env: dict[str, str], secrets: tuple[str, ...] = (),
                  key: str | None = None) -> Provider | None:
     """One model's provider, or None when it is not usable.
 
@@ -135,8 +136,8 @@ def provider_for(settings: Any, env: dict[str, str], secrets: tuple[str, ...] = 
     return AnthropicProvider(settings, key, secrets, env)
 
 
-def make_models(cfg: Any, env: dict[str, str], secrets: tuple[str, ...] = (), default: Provider | None = None,
-                log: Any = None) -> ModelSet:
+def make_models(cfg: Config, env: dict[str, str], secrets: tuple[str, ...] = (), default: Provider | None = None,
+                log: Logger | None = None) -> ModelSet:
     """Every configured model with its provider; `default`: the first one's, already made. An
     entry that cannot be used (no key, an unreadable key file) is kept, with why."""
     from bob_acp.exceptions import ConfigError
@@ -162,7 +163,7 @@ def config_problem_message(problem: str) -> str:
             "a working one; then start a new session.")
 
 
-def no_model_message(cfg: Any, env: dict[str, str]) -> str:
+def no_model_message(cfg: Config, env: dict[str, str]) -> str:
     """What a prompt answers when no model is configured: exactly how to configure one."""
     where = cfg.source or "~/.config/bob/config.yaml"
     if cfg.model.provider == "script":

@@ -10,7 +10,7 @@ tool use goes on.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Iterable
 
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
@@ -19,6 +19,10 @@ from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
+
+if TYPE_CHECKING:
+    from bob_acp.config import ModelSettings
+
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
@@ -75,7 +79,7 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
 class AnthropicProvider:
     name = "anthropic"
 
-    def __init__(self, settings: Any, api_key: str | None, secrets: tuple[str, ...] = (),
+    def __init__(self, settings: ModelSettings, api_key: str | None, secrets: tuple[str, ...] = (),
                  env: dict[str, str] | None = None):
         self.settings = settings  # the model's config: `model:` or an entry of `models:`
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
@@ -110,7 +114,7 @@ class AnthropicProvider:
             return read_stream(lines, stream, settings.timeout)
 
 
-def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:
+def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> Reply:
     """A Messages event stream into a Reply; every shape is checked as it arrives."""
     text: list[str] = []
     blocks: dict[int, dict] = {}
@@ -226,7 +230,7 @@ def _delta(payload: dict, blocks: dict[int, dict], text: list[str], answer: Join
         blocks.setdefault(index, _new_block({"type": "thinking"}))["signature"] += piece
 
 
-def _take_usage(value: Any, usage: Usage) -> None:
+def _take_usage(value: object, usage: Usage) -> None:
     if not isinstance(value, dict):
         return
     counts = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}

@@ -24,16 +24,20 @@ string id and name and object arguments), so a session that is saved can always 
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from bob_acp.exceptions import ModelError
 from bob_acp.jsontext import clean, clean_tree
+
+if TYPE_CHECKING:
+    from bob_acp.cancel import Cancel
+
 
 
 class ToolCall:
     __slots__ = ("id", "name", "arguments")
 
-    def __init__(self, id: Any, name: Any, arguments: Any):
+    def __init__(self, id: object, name: object, arguments: object):
         if isinstance(id, bool) or not isinstance(id, (str, int)):
             raise ModelError(f"model returned a tool call whose id is not a string: {str(id)[:60]!r}")
         if not isinstance(name, str) or not name:
@@ -98,7 +102,7 @@ class Quiet:
 class TextOnly(Quiet):
     """A stream that hands text to a callback (tests, simple callers)."""
 
-    def __init__(self, on_text: Any):
+    def __init__(self, on_text: Callable[[str], object]):
         self._on_text = on_text
 
     def text(self, chunk: str) -> None:
@@ -108,7 +112,7 @@ class TextOnly(Quiet):
 class Provider(Protocol):
     name: str
 
-    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Any,
+    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> Reply: ...
 
 

@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from bob_acp import httpio, jsontext
@@ -17,6 +17,13 @@ from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import Quiet, Stream
 from bob_acp.secrets import Redactor
+
+if TYPE_CHECKING:
+    import requests
+    from urllib3.response import BaseHTTPResponse
+
+    from bob_acp.config import ModelSettings
+
 
 CONNECT_TIMEOUT = 10.0
 TOTAL_BUDGET = 300.0  # seconds all attempts of one call may take before its first byte
@@ -58,13 +65,13 @@ class SessionPool:
 class Lease:
     __slots__ = ("session", "lost")
 
-    def __init__(self, session: Any):
+    def __init__(self, session: requests.Session):
         self.session = session
         self.lost = False
 
 
 @contextmanager
-def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, settings: Any, cancel: Cancel,
+def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, settings: ModelSettings, cancel: Cancel,
                  error_message: Callable[[Any], str | None], secrets: tuple[str, ...] = (),
                  stream: Stream | None = None, total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
     """POST `body` and yield an iterator over the response's lines (decoded UTF-8; CR, LF and
@@ -90,7 +97,7 @@ def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, setting
 
 
 @contextmanager
-def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: Any, cancel: Cancel,
+def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: ModelSettings, cancel: Cancel,
                   error_message: Callable[[Any], str | None], stream: Stream,
                   total_budget: float) -> Iterator[Iterator[str]]:
     import requests
@@ -163,7 +170,7 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: A
         response.close()
 
 
-def _lines(response: Any, cancel: Cancel, timeout: float, expired: threading.Event, ceiling: float) -> Iterator[str]:
+def _lines(response: requests.Response, cancel: Cancel, timeout: float, expired: threading.Event, ceiling: float) -> Iterator[str]:
     import requests
     import urllib3
 
@@ -190,7 +197,7 @@ def too_long_reply(limit: int) -> Exception:
     return ModelError(f"model API reply exceeded {limit // (1024 * 1024)} MiB: stream stopped")
 
 
-def arriving_lines(raw: Any, limit: int = MAX_REPLY_BYTES,
+def arriving_lines(raw: BaseHTTPResponse, limit: int = MAX_REPLY_BYTES,
                    too_long: Callable[[int], Exception] = too_long_reply) -> Iterator[bytes]:
     """A model reply's lines as they arrive (bob_acp.httpio), cut off past MAX_REPLY_BYTES."""
     return httpio.arriving_lines(raw, limit, too_long)
@@ -213,7 +220,7 @@ def endpoint_url(base: str, path: str, query: dict[str, str] | None = None) -> s
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def expand(value: str, env: dict[str, str]) -> str:
+def expand(value: str, env: Mapping[str, str]) -> str:
     """A header value with each ${VAR} replaced by the environment's value ("" when unset), so a
     gateway's token stays out of the config file."""
     return VARIABLE.sub(lambda match: env.get(match.group(1), ""), value)
@@ -230,16 +237,16 @@ class Wire:
 
     __slots__ = ("url", "models_url", "headers", "extra_body")
 
-    def __init__(self, settings: Any, default_base: str, path: str, key: str | None, key_header: str,
-                 key_prefix: str, headers: dict[str, str], env: dict[str, str] | None = None,
+    def __init__(self, settings: ModelSettings, default_base: str, path: str, key: str | None, key_header: str,
+                 key_prefix: str, headers: dict[str, str], env: Mapping[str, str] | None = None,
                  models_path: str = "/models"):
         import os
 
-        env = os.environ if env is None else env
+        variables = os.environ if env is None else env
         self.url = endpoint_url(settings.baseUrl or default_base, path, settings.query)
         self.models_url = endpoint_url(settings.baseUrl or default_base, models_path, settings.query)
         self.headers = dict(headers)
-        self.headers.update({name: expand(value, env) for name, value in settings.headers.items()})
+        self.headers.update({name: expand(value, variables) for name, value in settings.headers.items()})
         if key:
             if settings.keyHeader:
                 self.headers[settings.keyHeader] = key  # as it is: Azure's api-key takes no "Bearer"
@@ -284,7 +291,7 @@ def _broken(exc: BaseException) -> str:
     return _reason(exc)
 
 
-def _status_line(response: Any, error_message: Callable[[Any], str | None], url: str) -> str:
+def _status_line(response: requests.Response, error_message: Callable[[Any], str | None], url: str) -> str:
     try:
         text = response.raw.read(64 * 1024, decode_content=True).decode("utf-8", errors="replace")
     except Exception:

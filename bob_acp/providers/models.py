@@ -11,7 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bob_acp.config import Config, ModelSettings
+    from bob_acp.log import Logger
+    from bob_acp.providers.base import Provider
+
 
 LIST_TIMEOUT = 3.0  # seconds GET /models may take at session/new
 LIST_FRESH = 30.0  # seconds a server's list is reused before it is asked again
@@ -21,8 +27,8 @@ MAX_LISTED = 200  # names taken from one server's list
 @dataclass
 class Entry:
     id: str
-    settings: Any  # its `model` section (bob_acp.config.Section)
-    provider: Any = None  # bob_acp.providers.base.Provider; None: not usable (why: `problem`)
+    settings: ModelSettings  # its `model` section (bob_acp.config.Section)
+    provider: Provider | None = None  # bob_acp.providers.base.Provider; None: not usable (why: `problem`)
     problem: str = ""
     key: str | None = None
     listed: list[str] = field(default_factory=list)  # names from GET /models (choices: auto)
@@ -43,13 +49,13 @@ class Option:
 
 
 class ModelSet:
-    def __init__(self, entries: list[Entry], log: Any = None):
+    def __init__(self, entries: list[Entry], log: Logger | None = None):
         self.entries = entries
         self.log = log
         self._lock = threading.Lock()
 
     @classmethod
-    def single(cls, cfg: Any, provider: Any, log: Any = None) -> ModelSet:
+    def single(cls, cfg: Config, provider: Provider | None, log: Logger | None = None) -> ModelSet:
         """The configured default model alone, served by `provider` (None: not usable)."""
         return cls([Entry(cfg.entries[0].id, cfg.entries[0], provider)], log)
 

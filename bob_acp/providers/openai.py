@@ -7,7 +7,7 @@ extension of the one before it: nothing per call (no timestamps) and a stable or
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Iterable
 
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
@@ -16,6 +16,10 @@ from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
+
+if TYPE_CHECKING:
+    from bob_acp.config import ModelSettings
+
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 REASONING_LEVELS = ("default", "low", "medium", "high")  # reasoning_effort ("default": not sent)
@@ -53,7 +57,7 @@ def to_wire(messages: list[dict]) -> list[dict]:
 class OpenAIProvider:
     name = "openai"
 
-    def __init__(self, settings: Any, api_key: str | None, secrets: tuple[str, ...] = (),
+    def __init__(self, settings: ModelSettings, api_key: str | None, secrets: tuple[str, ...] = (),
                  env: dict[str, str] | None = None):
         self.settings = settings  # the model's config: `model:` or an entry of `models:`
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
@@ -81,7 +85,7 @@ class OpenAIProvider:
             return read_stream(lines, stream, settings.timeout)
 
 
-def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:
+def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> Reply:
     """A Chat Completions event stream into a Reply; every shape is checked as it arrives."""
     text: list[str] = []
     calls: dict[int, dict] = {}
@@ -149,7 +153,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
     return Reply("".join(text), tool_calls, usage=usage, truncated=truncated)
 
 
-def _text_of(value: Any, key: str) -> str:
+def _text_of(value: object, key: str) -> str:
     """A delta's text: a string, or a list of content parts (some servers send parts)."""
     if value is None or value == "":
         return ""
@@ -168,7 +172,7 @@ def _text_of(value: Any, key: str) -> str:
     raise malformed(f"delta.{key} is a {type(value).__name__}, not text")
 
 
-def _reasoning_of(value: Any, key: str) -> str:
+def _reasoning_of(value: object, key: str) -> str:
     """A reasoning piece: display-only, so one of the wrong shape is dropped (and logged), never
     the turn failed for it."""
     try:
@@ -178,7 +182,7 @@ def _reasoning_of(value: Any, key: str) -> str:
         return ""
 
 
-def _take_usage(value: Any, usage: Usage) -> None:
+def _take_usage(value: object, usage: Usage) -> None:
     if not isinstance(value, dict):
         return
     if _count(value.get("prompt_tokens")) is not None:
@@ -190,11 +194,11 @@ def _take_usage(value: Any, usage: Usage) -> None:
         usage.cache_read = details["cached_tokens"]
 
 
-def _count(value: Any) -> int | None:
+def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _merge_call(calls: dict[int, dict], part: Any) -> None:
+def _merge_call(calls: dict[int, dict], part: object) -> None:
     """Assemble tool-call deltas by index: id and name are taken once (some servers repeat them
     in every chunk), argument pieces are appended; arguments sent whole as an object are taken."""
     if not isinstance(part, dict):

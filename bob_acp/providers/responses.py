@@ -11,15 +11,20 @@ limit); `response.failed` and `error` events are one-line errors.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
+from bob_acp.jsontext import mapping
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
+
+if TYPE_CHECKING:
+    from bob_acp.config import ModelSettings
+
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 REASONING_LEVELS = ("default", "low", "medium", "high")  # reasoning.effort ("default": not sent)
@@ -52,7 +57,7 @@ def to_input(messages: list[dict]) -> tuple[str, list[dict]]:
     return instructions, items
 
 
-def returnable(item: Any) -> bool:
+def returnable(item: object) -> bool:
     """A reasoning item this API can take back: its encrypted content (never another API's thinking)."""
     return (isinstance(item, dict) and item.get("type") == REASONING
             and isinstance(item.get("encrypted_content"), str) and bool(item["encrypted_content"]))
@@ -61,7 +66,7 @@ def returnable(item: Any) -> bool:
 class ResponsesProvider:
     name = "openai-responses"
 
-    def __init__(self, settings: Any, api_key: str | None, secrets: tuple[str, ...] = (),
+    def __init__(self, settings: ModelSettings, api_key: str | None, secrets: tuple[str, ...] = (),
                  env: dict[str, str] | None = None):
         self.settings = settings
         self._secrets = tuple(s for s in (api_key, *secrets) if s)
@@ -93,7 +98,7 @@ class ResponsesProvider:
             return read_stream(lines, stream, settings.timeout)
 
 
-def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -> Reply:
+def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> Reply:
     """A Responses event stream into a Reply; every shape is checked as it arrives."""
     text: list[str] = []
     calls: dict[Any, dict] = {}  # by output_index (item_id when a server leaves the index out)
@@ -126,7 +131,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
         elif kind == "response.output_item.done":
             _finish_item(calls, kept, event)
         elif kind in ("response.completed", "response.incomplete"):
-            response = event.get("response") if isinstance(event.get("response"), dict) else {}
+            response = mapping(event.get("response"))
             _take_usage(response.get("usage"), usage)
             details = response.get("incomplete_details")
             truncated = kind == "response.incomplete" and (
@@ -134,7 +139,7 @@ def read_stream(lines: Any, stream: Stream, idle_timeout: float | None = None) -
             finished = True
             break
         elif kind == "response.failed":
-            response = event.get("response") if isinstance(event.get("response"), dict) else {}
+            response = mapping(event.get("response"))
             raise ModelError(f"model API error: {_failure(response.get('error'))}")
         elif kind == "error":
             raise ModelError(f"model API error: {_failure(event)}")
@@ -204,7 +209,7 @@ def _start_item(calls: dict[Any, dict], event: dict) -> None:
         raise malformed("a function_call item without a name")
     if call_id is not None and (isinstance(call_id, bool) or not isinstance(call_id, (str, int))):
         raise malformed("a function_call's call_id is not a string")
-    call = {"name": name, "call_id": str(call_id) if call_id else "", "args": [], "whole": None}
+    call: dict[str, Any] = {"name": name, "call_id": str(call_id) if call_id else "", "args": [], "whole": None}
     calls[_key(event)] = call
     if isinstance(item.get("id"), str):
         calls.setdefault(item["id"], call)  # deltas that name the item instead of its index
@@ -223,7 +228,7 @@ def _finish_item(calls: dict[Any, dict], kept: list[dict], event: dict) -> None:
     if kind == REASONING:
         encrypted = item.get("encrypted_content")
         if isinstance(encrypted, str) and encrypted:
-            summary = item.get("summary") if isinstance(item.get("summary"), list) else []
+            summary = item["summary"] if isinstance(item.get("summary"), list) else []
             kept.append({"type": REASONING, "summary": [s for s in summary if isinstance(s, dict)],
                          "encrypted_content": encrypted})
     elif kind == "function_call":
@@ -239,7 +244,7 @@ def _finish_item(calls: dict[Any, dict], kept: list[dict], event: dict) -> None:
             call["call_id"] = item["call_id"]
 
 
-def _take_usage(value: Any, usage: Usage) -> None:
+def _take_usage(value: object, usage: Usage) -> None:
     if not isinstance(value, dict):
         return
     for key, attribute in (("input_tokens", "input"), ("output_tokens", "output")):
@@ -252,7 +257,7 @@ def _take_usage(value: Any, usage: Usage) -> None:
         usage.cache_read = cached
 
 
-def _failure(error: Any) -> str:
+def _failure(error: object) -> str:
     if isinstance(error, dict):
         message = error.get("message")
         code = error.get("code")

@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import Reply, Stream, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from bob_acp.config import ModelSettings
+
 
 NO_MORE = {"text": "(script: no more replies)"}
 CANCEL_CHECK_EVERY = 256
@@ -23,8 +27,10 @@ CANCEL_CHECK_EVERY = 256
 class ScriptProvider:
     name = "script"
 
-    def __init__(self, settings: Any):
-        self.path = settings.script
+    def __init__(self, settings: ModelSettings):
+        if not settings.script:
+            raise ValueError("the script provider needs model.script")  # (make_provider checks it first)
+        self.path: str = settings.script
         self._lock = threading.Lock()
         self._cache: tuple[float, dict] | None = None
 
@@ -127,11 +133,11 @@ def _parse(path: str) -> dict:
 
     try:
         if path.endswith(".json"):  # large scripts (benchmarks) load in milliseconds
-            with open(path, "rb") as handle:
-                data = jsontext.loads(handle.read())
+            with open(path, "rb") as raw:
+                data = jsontext.loads(raw.read())
         else:
-            with open(path, encoding="utf-8") as handle:
-                data = jsontext.clean_tree(yaml.safe_load(handle))
+            with open(path, encoding="utf-8") as text:
+                data = jsontext.clean_tree(yaml.safe_load(text))
     except (OSError, UnicodeDecodeError) as exc:
         raise bad(f"cannot read: {exc}") from None
     except (ValueError, RecursionError) as exc:  # orjson's decode error
@@ -152,7 +158,7 @@ def _parse(path: str) -> dict:
     return data
 
 
-def _check_reply(reply: Any, where: str, bad: Callable[[str], ModelError]) -> None:
+def _check_reply(reply: object, where: str, bad: Callable[[str], ModelError]) -> None:
     if not isinstance(reply, dict):
         raise bad(f"{where}: must be a mapping")
     if not isinstance(reply.get("chunks", []), list):

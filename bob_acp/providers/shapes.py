@@ -4,13 +4,12 @@ and arguments, the error for a stream of the wrong shape."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from bob_acp import jsontext
 from bob_acp.exceptions import ModelError
 
 
-def error_message(body: Any) -> str | None:
+def error_message(body: object) -> str | None:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         detail = error.get("message") or error.get("type")

@@ -10,7 +10,7 @@ from bob_acp.tools.skill import ReadSkillTool
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from bob_acp.config import Config
 
 BUILTIN = ToolSet((BashTool(), ReadFileTool(), WriteFileTool(), EditFileTool(), ReadSkillTool()))
 SANDBOXED = ToolSet((SandboxedBashTool(), *BUILTIN.tools[1:]))  # tools.sandbox on: bash may be run unconfined
@@ -18,7 +18,7 @@ TOOLS: tuple[Tool, ...] = BUILTIN.tools
 FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})  # what permissions.mode allow-edits allows
 
 
-def for_config(cfg: Any) -> ToolSet:
+def for_config(cfg: Config) -> ToolSet:
     """The built-in tools as this config offers them (the plan tool with tools.plan)."""
     chosen = SANDBOXED if cfg.tools.sandbox != "off" else BUILTIN
     return chosen.plus([PLAN]) if cfg.tools.plan else chosen

@@ -11,12 +11,16 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.tools.client import Client
 from bob_acp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from bob_acp.config import Config
+    from bob_acp.sandbox import Sandbox
 
 
 @dataclass
@@ -46,12 +50,12 @@ class Location:
 @dataclass
 class ToolContext:
     workspace: Workspace  # the session's folders (commands run in its cwd)
-    config: Any  # bob_acp.config.Config
+    config: Config
     skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
     env: dict | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
     owner: str | None = None  # the session's label on the processes its commands start (bob_acp.children)
-    sandbox: Any = None  # bob_acp.sandbox.Sandbox: where bash runs confined (None: tools.sandbox off)
+    sandbox: Sandbox | None = None  # where bash runs confined (None: tools.sandbox off)
     client: Client | None = None  # the editor's files and terminals (None: the disk and Bob's own processes)
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
 
