@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Callable
 
 
@@ -33,8 +33,10 @@ class Cancel:
         for callback in callbacks:
             try:
                 callback()
-            except Exception:  # a waiter that cannot be woken must not stop the others
-                pass
+            except Exception as exc:  # a waiter that cannot be woken must not stop the others
+                from bob_acp import log
+
+                log.get("bob").warning(f"a cancel's waiter failed to wake: {exc!r}")
 
     def is_set(self) -> bool:
         return self._event.is_set()

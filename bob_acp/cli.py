@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from bob_acp import __version__
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     import argparse
     import threading
     from typing import Any

@@ -32,7 +32,7 @@ Be concise and factual; write in the third person; no preamble."""
 
 
 @dataclass
-class Outcome:
+class Compression:
     changed: bool
     messages: list[dict]
     line: str
@@ -92,12 +92,12 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(lines)
 
 
-def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel, model: str | None = None) -> Outcome:
+def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel, model: str | None = None) -> Compression:
     """Fold the turns older than the last `keep` into one summary. Cancelled propagates."""
     found = plan(messages, keep)
     if found is None:
         count = len(messages) - 1
-        return Outcome(False, messages, f"🗜️ nothing to compact: {count} message(s), no turn older than the last {keep}")
+        return Compression(False, messages, f"🗜️ nothing to compact: {count} message(s), no turn older than the last {keep}")
     old, kept = found
     started = time.monotonic()
     request = [history.system(SUMMARISER),
@@ -105,13 +105,13 @@ def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel
     try:
         reply = provider.generate(request, [], Quiet(), cancel, model=model)
     except ModelError as exc:
-        return Outcome(False, messages, f"[compact: failed, history kept: {exc}]", failed=True)
+        return Compression(False, messages, f"[compact: failed, history kept: {exc}]", failed=True)
     text = reply.text.strip()
     if not text:
-        return Outcome(False, messages, "[compact: failed, history kept: the model returned an empty summary]",
+        return Compression(False, messages, "[compact: failed, history kept: the model returned an empty summary]",
                        failed=True, usage=reply.usage)
     new = [messages[0], history.summary(text)] + kept
     seconds = time.monotonic() - started
     tokens = estimate_tokens(new)
     line = f"🗜️ compressed {len(old)} messages → 1 summary + {len(kept)} kept ({tokens:,} tokens, {seconds:.1f}s)"
-    return Outcome(True, new, line, len(old), len(kept), tokens, seconds, reply.usage)
+    return Compression(True, new, line, len(old), len(kept), tokens, seconds, reply.usage)

@@ -13,7 +13,7 @@ from bob_acp.config_schema import Config, Key, ModelEntry, ModelSettings, Sectio
 from bob_acp.exceptions import ConfigError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["Config", "ModelEntry", "ModelSettings", "Section", "load", "defaults", "reference", "FULL_PROFILE", "ENV_OVERRIDES"]

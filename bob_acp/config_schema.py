@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any
 
 # (namedtuples, not typing.NamedTuple or dataclasses: start-up imports neither)

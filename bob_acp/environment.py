@@ -14,7 +14,7 @@ from bob_acp import providers
 from bob_acp.secrets import MIN_SECRET
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
 
     from bob_acp.config import Config
 

@@ -19,7 +19,7 @@ from bob_acp.jsonrpc.codec import (  # noqa: F401  (re-exported)
 )
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any
 
 

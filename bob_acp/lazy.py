@@ -7,7 +7,7 @@ import threading
 from types import ModuleType
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any, Callable
 
 
@@ -57,7 +57,9 @@ def warm(*modules: LazyModule | Callable[[], Any]) -> None:
                     module.load()
                 elif not isinstance(module, ModuleType):  # a module already in its place is loaded
                     module()
-            except Exception:  # the real use will raise it where it can be reported
-                pass
+            except Exception as exc:  # the real use raises it again, where it can be answered
+                from bob_acp import log
+
+                log.get("bob").debug(f"warm-up: {getattr(module, '_name', module)!r} failed: {exc!r}")
 
     threading.Thread(target=run, name="bob-warm-up", daemon=True).start()

@@ -17,7 +17,7 @@ import time
 from bob_acp.timestamps import iso
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any, Callable, Iterable, MutableMapping, TextIO
 
 # The standard library's numbers, without importing `logging` at start-up.
@@ -32,6 +32,7 @@ _queue: collections.deque = collections.deque()
 _queue_lock = threading.Lock()
 _ready = threading.Condition(_queue_lock)
 _dropped = [0]
+_lost_lines: list = [0, ""]  # lines the stream or a renderer failed on, and the last reason
 _hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
 
 
@@ -123,12 +124,13 @@ class _Lines:
     def write_to(self, stream: TextIO) -> None:
         if not self.lines:
             return
+        count = len(self.lines)
         text, self.lines = "\n".join(self.lines) + "\n", []
         try:
             stream.write(text)
             stream.flush()
-        except Exception:  # a broken stream must not take the process down
-            pass
+        except Exception as exc:  # a broken stream must not take the process down: counted, said when it works
+            _lost(count, f"the log stream failed: {exc!r}")
 
 
 _pending = _Lines()
@@ -147,10 +149,20 @@ def _take() -> list:
         items = list(_queue)
         _queue.clear()
         dropped, _dropped[0] = _dropped[0], 0
+        lost, why = _lost_lines[0], _lost_lines[1]
+        _lost_lines[:] = [0, ""]
     if dropped:
         items.insert(0, ("warning", "bob", f"{dropped} log line(s) dropped: the log stream was not read fast "
                                            "enough", {"_at": time.time()}))
+    if lost:
+        items.insert(0, ("warning", "bob", f"{lost} log line(s) lost: {why}", {"_at": time.time()}))
     return items
+
+
+def _lost(count: int, why: str) -> None:
+    with _ready:
+        _lost_lines[0] += count
+        _lost_lines[1] = why
 
 
 def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
@@ -162,8 +174,8 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
         logger = loggers.get(name) or loggers.setdefault(name, get_logger(name))
         try:
             getattr(logger, method)(event, **fields)
-        except Exception:  # a broken stream must not take the process down
-            pass
+        except Exception as exc:  # a line that cannot be rendered must not end logging: counted and said
+            _lost(1, f"a line could not be rendered: {exc!r}")
 
     _state["emit"] = emit
     while True:

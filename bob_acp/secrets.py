@@ -5,7 +5,7 @@ read of Bob's process. Which values are secrets is bob_acp.environment's busines
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any, Iterable
 
 MIN_SECRET = 6  # shorter values ("1", "true") would redact ordinary words

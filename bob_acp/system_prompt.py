@@ -14,7 +14,7 @@ import os
 import platform
 import threading
 
-from bob_acp import skills
+from bob_acp import skills, tools
 from bob_acp.jsontext import clean
 from bob_acp.workspace import Workspace
 
@@ -34,8 +34,8 @@ How you work:
   long-running processes (servers, watchers) as background jobs, never in the foreground.
 - Be brief in your answers: say what you did and what you found, not what you are about to do."""
 
-BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "read_skill")
-PLAN_TOOL = "update_plan"  # (with tools.plan)
+BUILTIN_TOOLS = tools.BUILTIN.names()
+PLAN_TOOL = tools.PLAN.name  # (with tools.plan)
 _platform = f"{platform.system()} {platform.release()}"
 _cache: dict[str, tuple[tuple, str]] = {}
 _cache_lock = threading.Lock()

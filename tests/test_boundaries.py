@@ -17,7 +17,7 @@ from bob_acp.exceptions import ModelError
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import anthropic, openai
 from bob_acp.providers import http as http_module
-from bob_acp.providers.base import Quiet, Reply, ToolCall
+from bob_acp.providers.base import ModelReply, Quiet, ToolCall
 from bob_acp.skills import Skill
 from bob_acp.tools import files
 from bob_acp.tools.base import ToolContext
@@ -233,7 +233,7 @@ def test_no_stream_whatever_its_shapes_raises_anything_but_a_model_error(events,
     except ModelError as exc:
         assert "\n" not in str(exc)
         return
-    assert isinstance(reply, Reply)
+    assert isinstance(reply, ModelReply)
     codec.dumps([[c.id, c.name, c.arguments] for c in reply.tool_calls])
 
 
@@ -271,12 +271,12 @@ def test_every_history_the_engine_produces_round_trips_through_save_and_load(tmp
     from bob_acp.engine import Engine
 
     folder = tmp_path_factory.mktemp("roundtrip")
-    planned = [Reply(text, [ToolCall(i, name, args) for i, name, args in calls]) for text, calls in replies]
-    planned.append(Reply("the end"))
+    planned = [ModelReply(text, [ToolCall(i, name, args) for i, name, args in calls]) for text, calls in replies]
+    planned.append(ModelReply("the end"))
 
     class Provider:
         def generate(self, messages, tools, stream, cancel, model=None, reasoning=None):
-            reply = planned.pop(0) if planned else Reply("done")
+            reply = planned.pop(0) if planned else ModelReply("done")
             stream.text(reply.text)
             return reply
 

@@ -7,7 +7,7 @@ import pytest
 from bob_acp import compress, history
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
-from bob_acp.providers.base import Reply
+from bob_acp.providers.base import ModelReply
 
 
 class FakeModel:
@@ -18,7 +18,7 @@ class FakeModel:
         self.requests.append((messages, tools))
         if self.error:
             raise self.error
-        return Reply(text=self.text)
+        return ModelReply(text=self.text)
 
 
 def turns(n):

@@ -28,8 +28,9 @@ def call(tool, ctx, **args):
 
 def test_registry_order_and_specs():
     assert [t.name for t in tools.TOOLS] == ["bash", "read_file", "write_file", "edit_file", "read_skill"]
-    assert [s["name"] for s in tools.specs()] == [t.name for t in tools.TOOLS]
-    assert all(s["parameters"]["type"] == "object" and s["description"] for s in tools.specs())
+    assert [s["name"] for s in tools.BUILTIN.specs()] == [t.name for t in tools.TOOLS]
+    assert all(s["parameters"]["type"] == "object" and s["description"] for s in tools.BUILTIN.specs())
+    assert tools.BUILTIN_NAMES == ("bash", "read_file", "write_file", "edit_file", "read_skill", "update_plan")
     assert [t.kind for t in tools.TOOLS] == ["execute", "read", "edit", "edit", "read"]
     assert [t.needs_permission for t in tools.TOOLS] == [True, True, True, True, False]
 

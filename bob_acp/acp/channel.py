@@ -9,7 +9,7 @@ from bob_acp.acp import protocol as p
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Callable
 
     from bob_acp.cancel import Cancel

@@ -7,7 +7,7 @@ import os
 from bob_acp.jsonrpc.errors import RpcError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only
+if TYPE_CHECKING:
     from typing import Any
 
 

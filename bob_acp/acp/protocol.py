@@ -11,7 +11,7 @@ import os
 from bob_acp import jsontext
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any
 
 PROTOCOL_VERSION = 1

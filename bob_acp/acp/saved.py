@@ -235,7 +235,10 @@ def replay_update(item: ReplayItem, ws: Workspace, recorded_status: bool = False
     try:
         title = tool.title(arguments) if tool else item.name
         places = [p.location(loc.path, loc.line) for loc in tool.locations(arguments, ws)] if tool else []
-    except Exception:  # arguments of a shape the tool cannot read: its name, no places (as live)
+    except Exception as exc:  # arguments of a shape the tool cannot read: its name, no places (as live)
+        from bob_acp import log
+
+        log.get("bob.acp").debug(f"replay of {item.ref}: its title and places cannot be read: {exc!r}")
         title, places = item.name, []
     kind = tool.kind if tool else "execute"
     if item.output is None:

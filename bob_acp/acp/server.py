@@ -23,7 +23,7 @@ from bob_acp.jsontext import mapping
 from bob_acp.lazy import LazyModule, warm
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any, Callable
 
     from bob_acp.config import Config

@@ -8,7 +8,7 @@ import threading
 from bob_acp.cancel import Cancel
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
 
     from bob_acp.acp.turn_queue import Ticket
     from bob_acp.engine.conversation import Conversation

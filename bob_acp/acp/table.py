@@ -13,7 +13,7 @@ from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.lazy import LazyModule
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any, Callable
 
     from bob_acp.acp.channel import ClientChannel

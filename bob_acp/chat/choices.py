@@ -4,11 +4,23 @@ the session's model and approval mode (its `configOptions`, `session/set_config_
 
 from __future__ import annotations
 
-from bob_acp.chat import visible
+from typing import Protocol
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from bob_acp.chat import Chat
+from bob_acp.chat import visible
+from bob_acp.chat.ask import Asker
+from bob_acp.chat.render import Screen
+
+
+class ChatPort(Protocol):
+    """What the choices use of the chat (bob_acp.chat.Chat)."""
+
+    cwd: str
+    session_id: str
+    screen: Screen
+    asker: Asker
+
+    def call(self, method: str, params: dict) -> dict: ...
+    def error(self, message: str) -> Exception: ...
 
 NEEDS_HISTORY = ("the saved sessions need sessions: {enabled: true} and acp: {sessionHistory: true} in Bob's "
                  "config (or --profile full)")
@@ -16,7 +28,7 @@ NEEDS_OPTIONS = "the model and mode pickers need acp: {configOptions: true} in B
 
 
 class Choices:
-    def __init__(self, chat: Chat):
+    def __init__(self, chat: ChatPort):
         self.chat = chat
         self.options: list[dict] = []  # the session's configOptions, as last answered
 

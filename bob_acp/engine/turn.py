@@ -28,7 +28,7 @@ from bob_acp.workspace import Workspace
 if TYPE_CHECKING:
     from bob_acp.config import Config
     from bob_acp.log import Logger
-    from bob_acp.providers.base import Reply, Usage
+    from bob_acp.providers.base import ModelReply, Usage
     from bob_acp.skills import Catalog
     from bob_acp.tools.base import ToolSet
 
@@ -255,7 +255,7 @@ class Engine:
         conv.messages.append(history.assistant(text, recorded, reply.thinking, option.entry.id))
         return calls, False
 
-    def _check_usage(self, reply: Reply, conv: Conversation, tools: ToolSet) -> None:
+    def _check_usage(self, reply: ModelReply, conv: Conversation, tools: ToolSet) -> None:
         """Counts a server reported that are far beyond what was sent or received are not acted
         on (no compression, no cost from them): one log line, and Bob's own estimate instead."""
         usage = reply.usage
@@ -428,5 +428,8 @@ def _same(text: T) -> T:
 def _quietly(work: Callable[[], T]) -> T | None:
     try:
         return work()
-    except Exception:  # a preview is a courtesy: the call itself reports any problem
+    except Exception as exc:  # a preview is a courtesy: the call itself reports any problem
+        from bob_acp import log
+
+        log.get("bob.engine").debug(f"no preview of the proposed change: {exc!r}")
         return None

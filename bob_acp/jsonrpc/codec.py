@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any
 
 BOM = b"\xef\xbb\xbf"

@@ -25,7 +25,7 @@ from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.streams import MAX_FRAME, Oversized, Writer, read_frames
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import IO, Any, Callable, ContextManager
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher

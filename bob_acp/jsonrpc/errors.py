@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import Any
 
 PARSE_ERROR = -32700

@@ -10,7 +10,7 @@ import os
 import threading
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from typing import IO, Callable, Iterator
 
 MAX_FRAME = 4 * 1024 * 1024  # bytes in one line, newline excluded

@@ -414,7 +414,7 @@ class HttpConnection(Connection):
         if "Mcp-Session-Id" in self._headers:
             try:
                 self._http.delete(self.url, headers=self._headers, timeout=(2, 2))
-            except Exception:  # 405 or gone: nothing to end
-                pass
+            except Exception as exc:  # 405 or gone: nothing to end
+                self._log.debug(f"[mcp] {self.name}: ending the session: {exc!r}")
         self._http.close()
         _closed(self)

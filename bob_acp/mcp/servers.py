@@ -13,6 +13,7 @@ from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.jsontext import mapping
 from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
+from bob_acp.tools import BUILTIN_NAMES
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
 from bob_acp.workspace import Workspace
 
@@ -26,7 +27,6 @@ ACCEPTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MAX_NAME = 64  # the longest tool name model APIs take
 MAX_PAGES = 100  # tools/list pages followed before the list is taken as it is
 MAX_TOOLS = 128  # tools offered to the model in all, built-in ones included: OpenAI's chat API takes no more
-BUILTIN_NAMES = ("bash", "read_file", "write_file", "edit_file", "read_skill", "update_plan")
 
 
 class McpServer:

@@ -6,7 +6,7 @@ Provider modules are imported only when chosen, so start-up never pays for `requ
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # annotations only: typing is not imported at start-up
+if TYPE_CHECKING:
     from bob_acp.config import Config, ModelSettings
     from bob_acp.log import Logger
     from bob_acp.providers.base import Provider
@@ -70,8 +70,8 @@ def secret_values(cfg: Config, env: dict[str, str]) -> list[str]:
         if settings.apiKeyFile and variable and not env.get(variable, "").strip():
             try:
                 found.append(read_key_file(settings.apiKeyFile) or "")
-            except Exception:  # (the entry reports its unusable key file itself)
-                pass
+            except Exception:  # noqa: S110  (unreadable: make_models reports it with the entry, by name)
+                continue
         found += [expand(value, env) for value in settings.headers.values()]
     return [value for value in found if value]
 

@@ -16,7 +16,7 @@ from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
-from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
@@ -90,7 +90,7 @@ class AnthropicProvider:
         self.url = self.wire.url
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None, reasoning: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> ModelReply:
         system, wire = to_wire(messages)
         settings = self.settings
         thinking = THINKING_BUDGETS.get(reasoning or settings.reasoning or "default", settings.thinking)
@@ -114,8 +114,8 @@ class AnthropicProvider:
             return read_stream(lines, stream, settings.timeout)
 
 
-def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> Reply:
-    """A Messages event stream into a Reply; every shape is checked as it arrives."""
+def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> ModelReply:
+    """A Messages event stream into a ModelReply; every shape is checked as it arrives."""
     text: list[str] = []
     blocks: dict[int, dict] = {}
     usage = Usage()
@@ -162,7 +162,7 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
                     raise
                 # cut by max_tokens in the middle of its input: not a call that can run
     thinking = [_thinking_block(b) for b in ordered if b["type"] in ("thinking", "redacted_thinking")]
-    return Reply("".join(text), calls, thinking=[b for b in thinking if returnable(b)], usage=usage,
+    return ModelReply("".join(text), calls, thinking=[b for b in thinking if returnable(b)], usage=usage,
                  truncated=truncated)
 
 

@@ -14,7 +14,7 @@ A provider turns the provider-neutral history (see bob_acp.history) into one str
 - `model`: the model's name for this call (a session's choice), else the configured one.
 - `reasoning`: the session's reasoning level (REASONING_LEVELS of the provider), None: as configured.
 
-It returns a Reply, raises Cancelled when cancelled, or ModelError (one line naming the cause,
+It returns a ModelReply, raises Cancelled when cancelled, or ModelError (one line naming the cause,
 never the API key) for anything else: HTTP errors after retries, a truncated stream, invalid JSON
 in tool arguments, a stream whose shapes are wrong, garbage.
 
@@ -67,7 +67,7 @@ class Usage:
         self.cache_write = cache_write
 
 
-class Reply:
+class ModelReply:
     __slots__ = ("text", "tool_calls", "input_tokens", "thinking", "usage", "truncated")
 
     def __init__(self, text: str = "", tool_calls: list[ToolCall] | None = None, input_tokens: int | None = None,
@@ -113,7 +113,7 @@ class Provider(Protocol):
     name: str
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None, reasoning: str | None = None) -> Reply: ...
+                 model: str | None = None, reasoning: str | None = None) -> ModelReply: ...
 
 
 class Joiner:

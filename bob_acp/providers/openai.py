@@ -13,7 +13,7 @@ from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
-from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
@@ -67,7 +67,7 @@ class OpenAIProvider:
         self.url = self.wire.url
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None, reasoning: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> ModelReply:
         settings = self.settings
         body: dict = {"model": model or settings.name, "messages": to_wire(messages), "stream": True,
                       "stream_options": {"include_usage": True}}
@@ -85,8 +85,8 @@ class OpenAIProvider:
             return read_stream(lines, stream, settings.timeout)
 
 
-def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> Reply:
-    """A Chat Completions event stream into a Reply; every shape is checked as it arrives."""
+def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> ModelReply:
+    """A Chat Completions event stream into a ModelReply; every shape is checked as it arrives."""
     text: list[str] = []
     calls: dict[int, dict] = {}
     usage = Usage()
@@ -150,7 +150,7 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
             if not truncated:
                 raise
             # cut by the token limit in the middle of its arguments: not a call that can run
-    return Reply("".join(text), tool_calls, usage=usage, truncated=truncated)
+    return ModelReply("".join(text), tool_calls, usage=usage, truncated=truncated)
 
 
 def _text_of(value: object, key: str) -> str:

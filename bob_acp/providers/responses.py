@@ -18,7 +18,7 @@ from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.jsontext import mapping
 from bob_acp.providers import sse
-from bob_acp.providers.base import Joiner, Reply, Stream, ToolCall, Usage
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
@@ -76,7 +76,7 @@ class ResponsesProvider:
         self.url = self.wire.url
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None, reasoning: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> ModelReply:
         settings = self.settings
         instructions, items = to_input(messages)
         body: dict = {"model": model or settings.name}
@@ -98,8 +98,8 @@ class ResponsesProvider:
             return read_stream(lines, stream, settings.timeout)
 
 
-def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> Reply:
-    """A Responses event stream into a Reply; every shape is checked as it arrives."""
+def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> ModelReply:
+    """A Responses event stream into a ModelReply; every shape is checked as it arrives."""
     text: list[str] = []
     calls: dict[Any, dict] = {}  # by output_index (item_id when a server leaves the index out)
     kept: list[dict] = []  # reasoning items to send back
@@ -161,7 +161,7 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
             if not truncated:
                 raise
             # cut by the token limit in the middle of its arguments: not a call that can run
-    return Reply("".join(text), tool_calls, thinking=kept, usage=usage, truncated=truncated)
+    return ModelReply("".join(text), tool_calls, thinking=kept, usage=usage, truncated=truncated)
 
 
 def _delta(event: dict) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
-from bob_acp.providers.base import Reply, Stream, ToolCall, Usage
+from bob_acp.providers.base import ModelReply, Stream, ToolCall, Usage
 
 if TYPE_CHECKING:
     from bob_acp.config import ModelSettings
@@ -35,7 +35,7 @@ class ScriptProvider:
         self._cache: tuple[float, dict] | None = None
 
     def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
-                 model: str | None = None, reasoning: str | None = None) -> Reply:
+                 model: str | None = None, reasoning: str | None = None) -> ModelReply:
         script = self._load()
         turn_index, turn = _choose_turn(script, messages)
         replies = turn.get("replies", []) if turn is not None else []
@@ -53,7 +53,7 @@ class ScriptProvider:
                 self._cache = (mtime, _parse(self.path))
             return self._cache[1]
 
-    def _play(self, reply: dict, turn: int, k: int, stream: Stream, cancel: Cancel) -> Reply:
+    def _play(self, reply: dict, turn: int, k: int, stream: Stream, cancel: Cancel) -> ModelReply:
         delay = float(reply.get("delay", 0) or 0)
         if reply.get("wait") and cancel.wait(float(reply["wait"])):  # a model that takes its time to start
             raise Cancelled()
@@ -76,7 +76,7 @@ class ScriptProvider:
         calls = [ToolCall(f"script_{turn}_{k}_{i}", c["name"], dict(c.get("arguments") or {}))
                  for i, c in enumerate(reply.get("tool_calls") or [])]
         usage = reply.get("usage") or {}
-        return Reply("".join(parts), calls, usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")))
+        return ModelReply("".join(parts), calls, usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")))
 
 
 def _chunks(reply: dict):

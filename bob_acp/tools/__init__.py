@@ -25,11 +25,9 @@ def for_config(cfg: Config) -> ToolSet:
 
 
 PLAN = PlanTool()
+# Every name a built-in tool has (an MCP tool is never given one of them).
+BUILTIN_NAMES: tuple[str, ...] = (*BUILTIN.names(), PLAN.name)
 
 
 def get(name: str) -> Tool | None:
     return BUILTIN.get(name) or (PLAN if name == PLAN.name else None)
-
-
-def specs() -> list[dict]:
-    return BUILTIN.specs()
