@@ -65,9 +65,28 @@ def _stamp_processor(_logger: object, _name: str, event: MutableMapping[str, Any
     return event
 
 
+def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """An event given as a template with its fields (`"[acp] session {session}: closed",
+    session=sid`) as its text, the fields kept beside it: the console shows the line, JSON has
+    both. A template whose names are not all given is left as it is."""
+    template = event.get("event")
+    if isinstance(template, str) and "{" in template:
+        import string
+
+        try:
+            used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+            if used and used <= event.keys():
+                event["event"] = template.format_map({name: event[name] for name in used})
+                event["_shown"] = used
+        except (ValueError, KeyError, IndexError, AttributeError):
+            pass  # not a template after all: the text as it came
+    return event
+
+
 def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any]) -> str:
     from bob_acp import jsontext
 
+    event.pop("_shown", None)
     plain = (str, int, float, bool, type(None))
     return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
@@ -78,9 +97,11 @@ def _console_renderer(_logger: object, _name: str, event: MutableMapping[str, An
     timestamp = event.pop("timestamp", "")
     level = event.pop("level", "")
     text = event.pop("event", "")
-    line = f"{timestamp} [{level:<9}] {text}"
     detail = event.pop("detail", None)
     exception = event.pop("exception", None)
+    if event.pop("_shown", None) is not None:  # a template's line says it all; its fields are for JSON
+        event.clear()
+    line = f"{timestamp} [{level:<9}] {text}"
     if event:
         line += " " + " ".join(f"{key}={value!r}" if not isinstance(value, str) else f"{key}={value}"
                                for key, value in event.items())
@@ -98,6 +119,7 @@ def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
         processors=[
             structlog.processors.add_log_level,
             _stamp_processor,
+            _fill_processor,
             structlog.processors.format_exc_info,
             _redact_processor,
             renderer,

@@ -26,7 +26,8 @@ RESPONSE_TYPES = {
     "session/prompt": "PromptResponse",
 }
 REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest"}
-NOTIFICATION_TYPES = {"session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification"}
+NOTIFICATION_TYPES = {"session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification",
+                      "_bob/retry": "ExtNotification"}  # (only to a client that asked for it: bob-acp chat)
 
 
 def schema_path() -> str:

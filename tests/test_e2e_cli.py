@@ -76,6 +76,34 @@ def test_logs_go_to_the_configured_file_as_json(spawn_bob, tmp_path):
     assert "[acp]" not in bob.stderr()
 
 
+def test_json_logs_carry_fields_and_the_console_line_stays_word_for_word(spawn_bob, scripted, tmp_path, workdir):
+    """Issue 25: log events are templates with fields: JSON has the line and the fields (session,
+    tool, calls); the console prints the documented line alone."""
+    import json
+
+    for fmt in ("json", "console"):
+        log_file = tmp_path / f"bob-{fmt}.log"
+        bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
+                                          {"text": "done"}]}],
+                            config={"log": {"file": str(log_file), "format": fmt}, "permissions": {"mode": "allow-all"}})
+        bob.prompt(sid, "go")
+        assert bob.close() == 0
+        text = log_file.read_text()
+        if fmt == "json":
+            lines = [json.loads(line) for line in text.splitlines()]
+            new = next(line for line in lines if line["event"].startswith(f"[acp] session {sid}: new in"))
+            assert new["session"] == sid and new["cwd"] == str(workdir) and new["mcp_servers"] == 0
+            done = next(line for line in lines if line["event"].startswith("[acp] turn done"))
+            assert done["event"] == "[acp] turn done: 1 command(s) · 0 file op(s) · 0 skill(s)"
+            assert (done["session"], done["commands"], done["file_ops"]) == (sid, 1, 0)
+            run = next(line for line in lines if line["event"].startswith("[acp] run without asking"))
+            assert run["tool"] == "bash" and run["call"].startswith("call_") and run["mode"] == "allow-all"
+        else:
+            assert f"[acp] session {sid}: new in {workdir}; 0 MCP server(s) ignored\n" in text
+            assert "[acp] turn done: 1 command(s) · 0 file op(s) · 0 skill(s)\n" in text
+            assert "[acp] run without asking (permissions.mode allow-all): bash: true\n" in text
+
+
 def test_check_reports_a_model_that_answers(bob_env, write_config, tmp_path):
     script = tmp_path / "script.yaml"
     script.write_text("turns:\n  - replies:\n      - text: ok\n")

@@ -207,3 +207,23 @@ def test_a_server_that_dies_mid_reply_is_said_in_words(bob_http, server):
     assert response["error"]["data"]["error"] == (
         "model API stream broken: the model server closed the connection in the middle of its reply")
     assert message_text(frames) == "partial"
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_a_retry_is_an_event_only_for_a_client_that_asked(spawn_bob, server, asked):
+    """Issue 25: retries reach a client as a `_bob/retry` extension notification (schema-checked)
+    when it asked with `_meta.bob.retries` (bob-acp chat does); other clients get nothing new."""
+    server.enqueue(server.status(503, {"error": {"message": "overloaded"}}), server.openai_text("after"))
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 1}},
+                    env={"OPENAI_API_KEY": "sk-retry-event-0123456789"})
+    capabilities = {"_meta": {"bob": {"retries": True}}} if asked else {}
+    bob.result("initialize", {"protocolVersion": 1, "clientCapabilities": capabilities})
+    sid = bob.new_session()
+    response, frames = bob.prompt(sid, "hi")
+    assert response["result"]["stopReason"] == "end_turn"
+    retries = [f["params"] for f in frames if f.get("method") == "_bob/retry"]
+    if asked:
+        assert len(retries) == 1 and retries[0]["sessionId"] == sid and retries[0]["attempt"] == 1
+        assert retries[0]["reason"].startswith("model API 503: overloaded") and retries[0]["delay"] >= 0
+    else:
+        assert retries == []

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 class ClientCapabilities:
     """What the client's `initialize` offered (the parts Bob uses)."""
 
-    __slots__ = ("terminal_output", "read_files", "write_files", "terminals")
+    __slots__ = ("terminal_output", "read_files", "write_files", "terminals", "retry_events")
 
     def __init__(self, offered: dict | None = None):
         offered = offered or {}
@@ -29,6 +29,9 @@ class ClientCapabilities:
         self.read_files = fs.get("readTextFile") is True
         self.write_files = fs.get("writeTextFile") is True
         self.terminals = offered.get("terminal") is True
+        # A client that asked for them (`_meta.bob.retries`, as bob-acp chat does) is told of each
+        # retry of a model call with a `_bob/retry` notification (an ACP extension notification).
+        self.retry_events = mapping(meta.get("bob")).get("retries") is True
 
 
 class ClientChannel:
@@ -44,6 +47,9 @@ class ClientChannel:
     def update(self, sid: str, update: dict, give_up: Callable[[], bool] | None = None) -> None:
         """A session/update; while the client is not reading, it waits for room (`give_up` ends the wait)."""
         self._endpoint().notify(p.SESSION_UPDATE, {"sessionId": sid, "update": update}, give_up)
+
+    def notify(self, method: str, params: dict, give_up: Callable[[], bool] | None = None) -> None:
+        self._endpoint().notify(method, params, give_up)
 
     def tell(self, sid: str, line: str) -> None:
         """One message to the user in the session, outside any turn."""

@@ -30,6 +30,7 @@ SESSION_DELETE = "session/delete"
 SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
 REQUEST_PERMISSION = "session/request_permission"
+RETRY_EVENT = "_bob/retry"  # an extension notification (to a client that asked for it: `_meta.bob.retries`)
 # Answered "method not found" unless a config key turns them on (the product document's list).
 NOT_SUPPORTED = (
     SESSION_SET_MODE,

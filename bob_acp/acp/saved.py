@@ -74,7 +74,8 @@ class Handlers:
         if notice:
             self.channel.tell(session.id, notice)
         self.opener.send_commands(session)
-        self.log.info(f"[acp] session {sid} loaded from {folder}: {replayed} message(s) replayed")
+        self.log.info("[acp] session {session} loaded from {folder}: {replayed} message(s) replayed", session=sid,
+                      folder=folder, replayed=replayed)
         return self.opener.result(session, {})
 
     def resume(self, params: dict) -> Reply:
@@ -82,7 +83,8 @@ class Handlers:
         the whole history."""
         sid, ws, servers, held = self.prepare_load(params)
         session, folder, notice = self._take_over(sid, ws, servers, held)
-        self.log.info(f"[acp] session {sid} resumed from {folder}: {len(session.conv.messages) - 1} message(s)")
+        self.log.info("[acp] session {session} resumed from {folder}: {messages} message(s)", session=sid,
+                      folder=folder, messages=len(session.conv.messages) - 1)
 
         def after() -> None:
             self.send_plan(session)
@@ -177,7 +179,7 @@ class Handlers:
     def close(self, params: dict) -> dict:
         session = self.table.get(params)
         self.table.drop(session)
-        self.log.info(f"[acp] session {session.id}: closed (its file stays)")
+        self.log.info("[acp] session {session}: closed (its file stays)", session=session.id)
         return {}
 
     def delete(self, params: dict) -> dict:
@@ -194,7 +196,8 @@ class Handlers:
         found = any(self.table.store(cwd).delete(sid) for cwd in folders)
         if held is not None:
             self.table.drop(held)
-        self.log.info(f"[acp] session {sid}: {'deleted' if found or held else 'delete: no such session, nothing to do'}")
+        self.log.info("[acp] session {session}: {outcome}", session=sid,
+                      outcome="deleted" if found or held else "delete: no such session, nothing to do")
         return {}
 
 

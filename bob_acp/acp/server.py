@@ -167,7 +167,7 @@ class AgentServer:
         info = mapping(params.get("clientInfo"))
         name, client_version = str(info.get("name", "unknown"))[:100], str(info.get("version", ""))[:100]
         client = " ".join(part for part in (name, client_version) if part)
-        self.log.info(f"[acp] initialize: client {client}, protocol {version}")
+        self.log.info("[acp] initialize: client {client}, protocol {protocol}", client=client, protocol=version)
         offered = params.get("clientCapabilities")
         offered = mapping(offered)
         self.channel.capabilities = ClientCapabilities(offered)
@@ -238,7 +238,8 @@ class AgentServer:
                 session.mcp.close()
             raise
         also = f" (and {len(ws.more)} more folder(s))" if ws.more else ""
-        self.log.info(f"[acp] session {sid}: new in {ws.cwd}{also}; {len(servers)} MCP server(s) "
-                      f"{'started' if self.cfg.mcp.enabled else 'ignored'}")
+        self.log.info("[acp] session {session}: new in {cwd}{more_roots}; {mcp_servers} MCP server(s) {mcp}",
+                      session=sid, cwd=ws.cwd, more_roots=also, mcp_servers=len(servers),
+                      mcp="started" if self.cfg.mcp.enabled else "ignored")
         self.table.save(session)
         return Reply(self.opener.result(session, {"sessionId": sid}), after=lambda: self.opener.send_commands(session))

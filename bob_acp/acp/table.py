@@ -81,7 +81,8 @@ class SessionTable:
                     raise RpcError.invalid_params(f"too many sessions: this connection holds {limit} (limits.maxSessions)")
                 _, oldest = self.sessions.popitem(last=False)
                 self._drop(oldest)
-                self.log.info(f"[acp] session {oldest.id}: evicted (limits.maxSessions {limit})")
+                self.log.info("[acp] session {session}: evicted (limits.maxSessions {limit})", session=oldest.id,
+                              limit=limit)
             self.sessions[session.id] = session
 
     def drop(self, session: Session) -> None:
@@ -123,7 +124,7 @@ class SessionTable:
             written = self.store(session.cwd).save(sid or session.file_id, messages, title,
                                                    {k: v for k, v in choices.items() if v}, session.workspace.more)
         except Exception as exc:  # the session goes on; the user learns why it is not kept
-            self.log.warning(f"[acp] session {session.id}: not saved: {exc}")
+            self.log.warning("[acp] session {session}: not saved: {error}", session=session.id, error=str(exc))
             return
         if sid is None and written != session.file_id:
             session.file_id = written

@@ -51,14 +51,14 @@ class Handlers:
         sid = params.get("sessionId")
         session = self.table.held(sid) if isinstance(sid, str) else None
         if session is None:
-            self.log.info(f"[acp] cancel for unknown session {str(sid)[:100]!r} ignored")
+            self.log.info("[acp] cancel for unknown session {session!r} ignored", session=str(sid)[:100])
             return
         turns = list(session.turns)
         cancelled = sum(1 for turn in turns if turn.cancel_now())
         if cancelled:
-            self.log.info(f"[acp] session {sid}: cancel: {cancelled} turn(s) cancelled")
+            self.log.info("[acp] session {session}: cancel: {turns} turn(s) cancelled", session=sid, turns=cancelled)
         else:
-            self.log.info(f"[acp] session {sid}: cancel after the turn answered: nothing to cancel")
+            self.log.info("[acp] session {session}: cancel after the turn answered: nothing to cancel", session=sid)
 
     # ---- prompt --------------------------------------------------------------------------------
 
@@ -114,7 +114,7 @@ class Handlers:
         text = skills.rewrite_prompt(text, session.catalog)
         found = prompts.attachments(text, session.cwd)
         for _written, path, _kind in found:
-            self.log.info(f"[acp] session {session.id}: attached {path}")
+            self.log.info("[acp] session {session}: attached {path}", session=session.id, path=path)
         text = prompts.with_attachments(text, found)
         typed = prompts.with_attachments(typed, found)  # a replay shows what the user wrote
         pictures = prompts.images(blocks) if self.cfg.acp.images else []
@@ -122,15 +122,19 @@ class Handlers:
             stop, stats = self.engine_of().run_turn(session.conv, text, sink, turn.cancel, typed, pictures)
         except engine.TurnFailed as failure:
             line = str(failure)
-            self.log.warning(f"[acp] session {session.id}: turn failed: {line}")
-            self.log.info(f"[acp] turn done: {failure.stats.line()}")
+            self.log.warning("[acp] session {session}: turn failed: {error}", session=session.id, error=line)
+            self._turn_done(session, failure.stats)
             return RpcError.internal_error(line, data={"error": line})
         finally:
             self.table.save(session)
             self._session_info(session, sink)
             self.opener.report_mcp(session)  # tools a refresh during the turn had to leave out
-        self.log.info(f"[acp] turn done: {stats.line()}")
+        self._turn_done(session, stats)
         return stop
+
+    def _turn_done(self, session: Session, stats: engine.TurnStats) -> None:
+        self.log.info("[acp] turn done: {commands} command(s) · {file_ops} file op(s) · {skills} skill(s)",
+                      session=session.id, commands=stats.commands, file_ops=stats.file_ops, skills=stats.skills)
 
     def _session_info(self, session: Session, sink: TurnSink) -> None:
         """With acp.sessionHistory: the title once the first turn gave one, updatedAt after each."""
@@ -149,11 +153,13 @@ class Handlers:
         if self.cfg.sessions.enabled and forgotten > 0:
             kept_as = sessions.new_id()
             self.table.save(session, kept_as, list(conv.messages))
-            self.log.info(f"[acp] session {session.id}: previous conversation kept as {kept_as}")
+            self.log.info("[acp] session {session}: previous conversation kept as {kept_as}", session=session.id,
+                          kept_as=kept_as)
         self.engine_of().reset(conv)
         session.title = None
         sink.text(f"🆕 New session: {forgotten} message(s) forgotten.", engine.new_message_id())
-        self.log.info(f"[acp] session {session.id}: new session, {forgotten} message(s) forgotten")
+        self.log.info("[acp] session {session}: new session, {forgotten} message(s) forgotten", session=session.id,
+                      forgotten=forgotten)
         self.table.save(session)
         return engine.END_TURN
 
@@ -163,6 +169,6 @@ class Handlers:
         except Cancelled:
             return engine.CANCELLED
         sink.text(line, engine.new_message_id())
-        self.log.info(f"[acp] session {session.id}: /compact — {line}")
+        self.log.info("[acp] session {session}: /compact — {outcome}", session=session.id, outcome=line)
         self.table.save(session)
         return engine.END_TURN

@@ -62,7 +62,11 @@ class TurnSink:
         self.send(p.thought_chunk(chunk, message_id))
 
     def retrying(self, attempt: int, delay: float, why: str) -> None:
-        self.log.info(f"[acp] session {self.sid}: {why}; retry {attempt} in {delay:.1f} s")
+        self.log.info("[acp] session {session}: {reason}; retry {attempt} in {delay} s", session=self.sid,
+                      reason=why, attempt=attempt, delay=f"{delay:.1f}")
+        if self.channel.capabilities.retry_events:
+            self.channel.notify(p.RETRY_EVENT, {"sessionId": self.sid, "attempt": attempt, "delay": round(delay, 3),
+                                                "reason": why}, self.cancel.is_set)
 
     def usage(self, used: int, size: int, cost: float | None) -> None:
         self.send(p.usage_update(used, size, cost))

@@ -25,6 +25,7 @@ from bob_acp.chat.agent import Agent, agent_command
 from bob_acp.chat.ask import Asker, Prompter
 from bob_acp.chat.choices import Choices
 from bob_acp.chat.render import Screen, use_colour
+from bob_acp.jsonrpc.endpoint import Outcome, Pending
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
@@ -95,18 +96,18 @@ class Chat:
     def call(self, method: str, params: dict) -> dict:
         """A request whose answer arrives with updates and permission requests in between.
         A Ctrl-C during a prompt cancels it (wherever it lands); a second one quits."""
-        msg_id = self.agent.request(method, params)
+        pending = self.agent.request(method, params)
         since = time.monotonic()
         interrupted = False
         while True:
             try:
                 try:
-                    frame = self.agent.events.get(timeout=SPIN_EVERY)
+                    event = self.agent.events.get(timeout=SPIN_EVERY)
                 except queue.Empty:
                     self._idle(since, method)
                     continue
                 since = time.monotonic()
-                response, cancelled = self._handle(frame, msg_id)
+                response, cancelled = self._handle(event, pending)
             except KeyboardInterrupt:
                 if interrupted or method != "session/prompt":
                     raise Quit() from None
@@ -117,50 +118,58 @@ class Chat:
             if response is not None:
                 return response
 
-    def _handle(self, frame: dict | None, msg_id: int) -> tuple[dict | None, bool]:
-        """(the response, when this frame is it; whether the person cancelled at a question)."""
-        if frame is None:
+    def _handle(self, event: tuple, pending: Pending | None) -> tuple[dict | None, bool]:
+        """(the response, when this event is its answer; whether the person cancelled at a question)."""
+        kind = event[0]
+        if kind == "end":
+            self.agent.events.put(event)  # the end stays for whoever waits next
             words = [visible.line(line) for line in self.agent.last_words()]
             said = ("; it said: " + " / ".join(words)) if words else ""
             raise ChatError(f"bob-acp ended unexpectedly{said}")
-        if "_bad_line" in frame:
-            self.screen.line(f"[not a frame: {frame['_bad_line']!r}]", "red")
-        elif frame.get("method") == "session/update":
-            self._update(frame["params"]["update"])
-        elif frame.get("method") == "session/request_permission":
-            return None, self._permission(frame)
-        elif frame.get("id") == msg_id and "method" not in frame:
+        if kind == "update":
+            self._update(mapping(event[1].get("update")))
+        elif kind == "retry":
+            self._retry(event[1])
+        elif kind == "question":
+            return None, self._permission(event[1], event[2])
+        elif kind == "answer" and event[1] is pending:
             self.screen.clear_spinner()
-            return frame, False
+            outcome: Outcome = event[2]
+            if outcome.closed:
+                return self._handle(("end", None), pending)
+            if outcome.error is not None:
+                return {"error": outcome.error if isinstance(outcome.error, dict) else {"message": str(outcome.error)}}, False
+            return {"result": outcome.result}, False
         return None, False
 
     def drain(self) -> None:
         """Take in what the agent sent between requests (the commands update after session/new)."""
         while True:
             try:
-                frame = self.agent.events.get_nowait()
+                event = self.agent.events.get_nowait()
             except queue.Empty:
                 return
-            if frame is None:
-                self.agent.events.put(None)  # the end stays for the next request to see
+            if event[0] == "end":
+                self.agent.events.put(event)  # the end stays for the next request to see
                 return
-            if frame.get("method") == "session/update":
-                self._update(frame["params"]["update"])
-            elif frame.get("method") == "session/request_permission":
-                self._permission(frame)
+            self._handle(event, None)
 
     def cancel(self) -> None:
         self.last_interrupt = time.monotonic()
         self.screen.line("^C cancelling the turn (Ctrl-C again to quit)", "yellow")
-        self.agent.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.session_id}})
+        self.agent.notify("session/cancel", {"sessionId": self.session_id})
 
     def _idle(self, since: float, method: str) -> None:
-        for line in self.agent.new_log_lines():
-            if "; retry " in line and " in " in line:
-                detail = line.split("] ", 1)[-1].split(": ", 1)[-1]
-                self.screen.line(f"↻ {detail}", "yellow")
         if method == "session/prompt" and time.monotonic() - since > 0.3:
             self.screen.spin(since)
+
+    def _retry(self, params: dict) -> None:
+        """A model call Bob retries (its `_bob/retry` notification): why, and when."""
+        reason = visible.line(str(params.get("reason", "")))
+        delay = params.get("delay")
+        when = f" in {delay:.1f} s" if isinstance(delay, (int, float)) else ""
+        self.screen.clear_spinner()
+        self.screen.line(f"↻ {reason}; retry {visible.line(str(params.get('attempt', '?')))}{when}", "yellow")
 
     def _update(self, update: dict) -> None:
         kind = update.get("sessionUpdate")
@@ -180,9 +189,8 @@ class Chat:
         self._last_message = message
         self.screen.update(update)
 
-    def _permission(self, frame: dict) -> bool:
+    def _permission(self, params: dict, answer: queue.Queue) -> bool:
         """Answer a permission request; True when the person pressed Ctrl-C (the turn is cancelled)."""
-        params = frame["params"]
         call = params.get("toolCall", {})
         title = visible.line(str(call.get("title", "a tool")))
         options = {o.get("kind"): o.get("optionId") for o in params.get("options", [])}
@@ -203,17 +211,18 @@ class Chat:
             self.screen.line(f"  allowed (--yes): {title}", "dim")
         if choice == "cancelled":  # as ACP has it: the turn's cancel, then the pending question answered
             self.cancel()
-            self.agent.answer(frame["id"], {"outcome": {"outcome": "cancelled"}})
+            answer.put({"outcome": {"outcome": "cancelled"}})
             return True
         kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once"}[choice]
         result: dict = {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}}
         if choice == "reject" and reason:  # what to do instead: Bob gives it to the model with the rejection
             result["_meta"] = {"bob": {"reason": reason}}
-        self.agent.answer(frame["id"], result)
+        answer.put(result)
         return False
 
     def start(self, load: str | None, resume: bool = False, latest: bool = False) -> None:
-        init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {},
+        # (`_meta.bob.retries`: Bob tells this client of each model-call retry, to show it)
+        init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {"_meta": {"bob": {"retries": True}}},
                                         "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
         _result(init, "bob-acp did not start")
         params: dict = {"cwd": self.cwd, "mcpServers": self.mcp_servers}

@@ -1,9 +1,8 @@
-"""The bob-acp the chat talks to: a child process, one reader thread turning its frames into
-events on a queue, and its log in a file whose new lines the chat can look at (retries)."""
+"""The bob-acp the chat talks to: a child process spoken to through the JSON-RPC endpoint (the
+one Bob serves ACP with), its frames turned into events on a queue, its log in a file."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import signal
@@ -12,7 +11,9 @@ import sys
 import tempfile
 import threading
 
-import orjson
+from bob_acp.acp import protocol as p
+from bob_acp.jsonrpc.endpoint import Endpoint, Pending, Route
+from bob_acp.jsonrpc.streams import Writer
 
 # The agent, started by this very interpreter with the current folder off the import path (a
 # project's yaml.py must never run inside Bob, and a source checkout must not shadow the
@@ -21,7 +22,7 @@ BOOT = "import sys; del sys.path[0]; from bob_acp.cli import main; sys.exit(main
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, TextIO
+    from typing import IO, TextIO
 
 
 def agent_command(config: str | None = None, options: list[str] | None = None) -> list[str]:
@@ -31,12 +32,42 @@ def agent_command(config: str | None = None, options: list[str] | None = None) -
     return command + (["--config", config] if config else [])
 
 
+class _Quiet:
+    """The endpoint's log: the chat has none of its own (the agent's log is kept in a file)."""
+
+    def debug(self, event: str, **fields: object) -> None:
+        pass
+
+    info = warning = error = debug
+
+
+class _Tee:
+    """The agent's output as the endpoint reads it, each piece also written to `raw` (--json)."""
+
+    def __init__(self, stream: IO[bytes], raw: TextIO):
+        self._stream = stream
+        self._raw: TextIO | None = raw
+
+    def readline(self, size: int = -1) -> bytes:
+        chunk = self._stream.readline(size)
+        if self._raw is not None and chunk:
+            try:
+                self._raw.write(chunk.decode("utf-8", errors="replace"))
+                self._raw.flush()
+            except (BrokenPipeError, ValueError):
+                self._raw = None
+        return chunk
+
+
 class Agent:
-    def __init__(self, command: list[str], env: dict[str, str], raw: "TextIO | None"):
+    """The agent as a JSON-RPC peer, through the same endpoint Bob serves ACP with: updates,
+    retries and permission questions arrive as events on a queue the chat's main thread takes
+    them from (a question waits there for its answer); the chat's requests are Pending answers."""
+
+    def __init__(self, command: list[str], env: dict[str, str], raw: TextIO | None):
         # The agent's log would drown the conversation: it goes to a file, kept when something failed.
         self.log_path = tempfile.NamedTemporaryFile(prefix="bob-chat-", suffix=".log", delete=False).name
         self._log_out = open(self.log_path, "ab")
-        self._log_in = open(self.log_path, "rb")
         # Its own session: the terminal's Ctrl-C is ours to turn into session/cancel, not a SIGINT
         # for the agent. If this client dies, the agent sees EOF on stdin and exits.
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log_out,
@@ -45,43 +76,39 @@ class Agent:
         self._to_agent, self._from_agent = self.proc.stdin, self.proc.stdout
         self.env = env
         self.events: queue.Queue = queue.Queue()
-        self.raw = raw
-        self._ids = itertools.count(1)
-        self._write_lock = threading.Lock()
-        threading.Thread(target=self._read, name="chat-reader", daemon=True).start()
+        put = self.events.put
+        # Updates and retries in order with the answers (handled on the reader, before a later
+        # answer settles): a prompt's last update is shown before its stop reason.
+        self.endpoint = Endpoint(Writer(self._to_agent.fileno()),
+                                 {p.REQUEST_PERMISSION: Route(self._question, worker=True)},
+                                 {p.SESSION_UPDATE: lambda params: put(("update", params)),
+                                  p.RETRY_EVENT: lambda params: put(("retry", params))},
+                                 _Quiet(), in_order=frozenset({p.SESSION_UPDATE, p.RETRY_EVENT}))
+        stream: IO[bytes] = self._from_agent if raw is None else _Tee(self._from_agent, raw)  # type: ignore[assignment]
+        threading.Thread(target=self._serve, args=(stream,), name="chat-endpoint", daemon=True).start()
 
-    def _read(self) -> None:
-        # Ctrl-C is the main thread's: were SIGINT delivered here, the main thread blocked in
-        # readline's select() would not see it until the next key.
+    def _serve(self, stream: IO[bytes]) -> None:
+        # Ctrl-C is the main thread's: were SIGINT delivered to the endpoint's threads (they
+        # inherit this mask), the main thread blocked in readline's select() would not see it.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        for line in self._from_agent:
-            if self.raw is not None:
-                try:
-                    self.raw.write(line.decode("utf-8", errors="replace"))
-                    self.raw.flush()
-                except (BrokenPipeError, ValueError):
-                    self.raw = None
-            try:
-                self.events.put(orjson.loads(line))
-            except orjson.JSONDecodeError:
-                self.events.put({"_bad_line": line[:200]})
-        self.events.put(None)
+        self.endpoint.serve(stream, drain_timeout=0.1)
+        self.events.put(("end", None))
 
-    def send(self, frame: dict) -> None:
-        with self._write_lock:
-            try:
-                self._to_agent.write(orjson.dumps(frame) + b"\n")
-                self._to_agent.flush()
-            except (BrokenPipeError, ValueError, OSError):
-                pass
+    def _question(self, params: dict) -> dict:
+        """A permission question: to the main thread, and its answer back (on a worker thread)."""
+        answer: queue.Queue = queue.Queue(maxsize=1)
+        self.events.put(("question", params, answer))
+        return answer.get()
 
-    def request(self, method: str, params: dict) -> int:
-        msg_id = next(self._ids)
-        self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
-        return msg_id
+    def request(self, method: str, params: dict) -> Pending:
+        """Send a request; ("answer", its pending, its outcome) comes on the queue once answered."""
+        pending = self.endpoint.request(method, params)
+        threading.Thread(target=lambda: self.events.put(("answer", pending, pending.wait())),
+                         name="chat-answer", daemon=True).start()
+        return pending
 
-    def answer(self, request_id: "Any", result: dict) -> None:
-        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+    def notify(self, method: str, params: dict) -> None:
+        self.endpoint.notify(method, params)
 
     def last_words(self, count: int = 3) -> list[str]:
         """The last lines the agent wrote to its stderr: why it ended, when it ended early."""
@@ -93,23 +120,18 @@ class Agent:
             return []
         return [line.strip() for line in lines if line.strip()][-count:]
 
-    def new_log_lines(self) -> list[str]:
-        """Lines the agent logged since the last call (the chat shows retries from them)."""
-        data = self._log_in.read()
-        return data.decode("utf-8", "replace").splitlines() if data else []
-
     def close(self, keep_log: bool, err: "TextIO") -> int:
         try:
             self._to_agent.close()
         except OSError:
             pass
+        self.endpoint.stop()
         try:
             code = self.proc.wait(5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             code = self.proc.wait()
         self._log_out.close()
-        self._log_in.close()
         if keep_log or code != 0:
             err.write(f"bob-acp's log: {self.log_path}\n")
         else:

@@ -299,7 +299,8 @@ class Engine:
             return self._finish(conv, call, sink, failed(rejected))
         sink.tool_running(call)
         if call.name == "bash" and conv.sandbox is not None and not call.sandboxed and self.log is not None:
-            self.log.info(f"[acp] unconfined run (outside the sandbox): {call.title}")
+            self.log.info("[acp] unconfined run (outside the sandbox): {title}", tool=call.name, call=call.ref,
+                          title=call.title)
         redact = self.redact
         ctx.live = LiveOutput(lambda tail, delta: sink.tool_output(call, redact(tail), redact(delta)),
                               self.cfg.tools.bash.outputLimit)
@@ -329,7 +330,8 @@ class Engine:
                 or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox is not None
                     and conv.sandbox.refusal() is None)):
             if self.log is not None:
-                self.log.info(f"[acp] run without asking (permissions.mode {conv.mode}): {call.title}")
+                self.log.info("[acp] run without asking (permissions.mode {mode}): {title}", mode=conv.mode,
+                              tool=call.name, call=call.ref, title=call.title)
             return True
         choice = sink.permission(call, cancel)
         if cancel.is_set():
