@@ -70,17 +70,33 @@ def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]
     session=sid`) as its text, the fields kept beside it: the console shows the line, JSON has
     both. A template whose names are not all given is left as it is."""
     template = event.get("event")
-    if isinstance(template, str) and "{" in template:
+    if isinstance(template, str) and "{" in template and len(event) > 4:  # (level, timestamp, event, _at: no fields)
+        used = _names(template)
+        if used and used <= event.keys():
+            try:
+                event["event"] = template.format_map({name: event[name] for name in used})
+                event["_shown"] = used
+            except (ValueError, KeyError, IndexError, AttributeError):
+                pass  # not a template after all: the text as it came
+    return event
+
+
+_templates: dict[str, frozenset[str]] = {}
+
+
+def _names(template: str) -> frozenset[str]:
+    """The field names a template uses (parsed once per template: call sites pass literals)."""
+    names = _templates.get(template)
+    if names is None:
         import string
 
         try:
-            used = {name for _, name, _, _ in string.Formatter().parse(template) if name}
-            if used and used <= event.keys():
-                event["event"] = template.format_map({name: event[name] for name in used})
-                event["_shown"] = used
-        except (ValueError, KeyError, IndexError, AttributeError):
-            pass  # not a template after all: the text as it came
-    return event
+            names = frozenset(name for _, name, _, _ in string.Formatter().parse(template) if name)
+        except ValueError:
+            names = frozenset()
+        if len(_templates) < 1024:
+            _templates[template] = names
+    return names
 
 
 def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any]) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import datetime
 import os
+import random
 import re
 import stat
 import threading
@@ -54,13 +55,18 @@ HEAD_BYTES = 16 * 1024  # what a listing reads of each file
 MAX_TITLE = 80
 
 
+# Ids need to be distinct, not secret: a generator seeded once from the system's randomness (a
+# getrandom() call per session cost more than the rest of opening it).
+_ids = random.Random(os.urandom(16))
+
+
 def new_id(now: datetime.datetime | None = None) -> str:
     if now is None:  # (time.gmtime and %: several times cheaper than datetime.strftime)
         t = time.gmtime()
         stamp = "%04d%02d%02d-%02d%02d%02d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
     else:
         stamp = now.strftime("%Y%m%d-%H%M%S")
-    return stamp + "-" + os.urandom(4).hex()
+    return f"{stamp}-{_ids.getrandbits(32):08x}"
 
 
 def valid_id(value: object) -> bool:

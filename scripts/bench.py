@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Bob's benchmark, against a peer in the same run: an echo agent on the official Python SDK
-(scripts/peer_echo_agent.py). It measures the installed `bob-acp` (the console script beside this
-interpreter, as `pip install .` puts it), never the source tree. The same work runs on both
-agents, alternating; every figure is printed as Bob / peer where the peer can do the work.
+"""Bob's benchmark, against two peers in the same run: echo agents on the official Python SDK
+(scripts/peer_echo_agent.py) and on the official TypeScript SDK (tests/js/peer_ts_agent.mjs, run
+with node from the package the tests install in tests/js; left out, and said so, when node or the
+package is missing). It measures the installed `bob-acp` (the console script beside this
+interpreter, as `pip install .` puts it), never the source tree. The same work runs on every
+agent, alternating; every figure is printed with Bob's ratio to each peer that can do the work.
 
     python scripts/bench.py                 # the full run (about five minutes)
     python scripts/bench.py --quick         # fewer repetitions
@@ -34,6 +36,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))  # the fake model server of the tests
 PY = sys.executable
 PEER = [PY, os.path.join(HERE, "peer_echo_agent.py")]
+JS = os.path.join(os.path.dirname(HERE), "tests", "js")
+TS_PEER = ["node", os.path.join(JS, "peer_ts_agent.mjs")]
+
+
+def peers() -> dict[str, list[str]]:
+    """The peers this machine can run: the Python SDK's always, the TypeScript SDK's with node."""
+    found = {"peer": PEER}
+    if shutil.which("node") and os.path.isdir(os.path.join(JS, "node_modules", "@agentclientprotocol", "sdk")):
+        found["ts"] = TS_PEER
+    else:
+        print("bench: the TypeScript SDK peer is left out (needs node and tests/js/node_modules: run the tests once)")
+    return found
 # --break-kill: Bob started with its kill of a command's process group made a no-op.
 BROKEN_KILL = ("import sys; del sys.path[0]; import bob_acp.tools.bash as b; b._kill_group = lambda pgid: None; "
                "from bob_acp.cli import main; sys.exit(main())")
@@ -490,9 +504,9 @@ def main():
     report(results, args.json)
 
 
-def alternate(n, work):
-    """work(name, cmd) for Bob and the peer in turn, n times; {name: [results]}."""
-    out = {"bob": [], "peer": []}
+def alternate(n, work, names=("bob", "peer")):
+    """work(name) for Bob and each peer in turn, n times; {name: [results]}."""
+    out: dict = {name: [] for name in names}
     for _ in range(n):
         for name in out:
             out[name].append(work(name))
@@ -502,31 +516,32 @@ def alternate(n, work):
 def run_all(bob, base_env, env, project, script, reps, only):
     r: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
                "bob": " ".join(bob), "reps": reps}
-    cmds = {"bob": bob, "peer": PEER}
+    cmds = {"bob": bob, **peers()}
+    r["agents"] = list(cmds)
 
     def wanted(name):
         return not only or name in only
 
     if wanted("cold"):  # with no config file (the state pip install . leaves), and with one
-        runs = alternate(reps["cold"], lambda name: cold_start(cmds[name], base_env, project))
+        runs = alternate(reps["cold"], lambda name: cold_start(cmds[name], base_env, project), cmds)
         for name, values in runs.items():
             r[f"{name}_cold_start_ms"] = statistics.median(v[0] for v in values)
             r[f"{name}_cold_start_wrong"] = sum(not v[1] for v in values)
         configured = [cold_start(bob, env, project) for _ in range(reps["cold"])]
         r["bob_cold_start_with_config_ms"] = statistics.median(v[0] for v in configured)
     if wanted("exit"):
-        runs = alternate(max(5, reps["cold"] // 2), lambda name: idle_exit(cmds[name], base_env, project))
+        runs = alternate(max(5, reps["cold"] // 2), lambda name: idle_exit(cmds[name], base_env, project), cmds)
         for name, values in runs.items():
             r[f"{name}_idle_exit_ms"] = statistics.median(v[0] for v in values)
             r[f"{name}_idle_exit_wrong"] = sum(not v[1] for v in values)
     if wanted("burst"):
-        for name in ("bob", "peer"):
+        for name in cmds:
             rate, good, bad = burst(cmds[name], env, project, reps["requests"], "_bench/unknown", {},
                                     lambda m: m.get("error", {}).get("code") == -32601)
             r[f"{name}_unknown_rps"], r[f"{name}_unknown_correct"], r[f"{name}_unknown_wrong"] = rate, good, bad
     if wanted("sessions"):  # sessions not kept on disk (the default): the peer keeps none either
         new_env = {**base_env, "BOB_CONFIG": write_config(project, {"limits": {"maxSessions": -1}})}
-        for name in ("bob", "peer"):
+        for name in cmds:
             rate, good, bad = burst(cmds[name], new_env, project, reps["requests"], "session/new",
                                     {"cwd": project, "mcpServers": []}, lambda m: "sessionId" in m.get("result", {}))
             r[f"{name}_new_rps"], r[f"{name}_new_correct"], r[f"{name}_new_wrong"] = rate, good, bad
@@ -539,11 +554,12 @@ def run_all(bob, base_env, env, project, script, reps, only):
         for name, (p50, p99, bad) in measured.items():
             r[f"{name}_latency_p50_us"], r[f"{name}_latency_p99_us"], r[f"{name}_latency_wrong"] = p50, p99, bad
     if wanted("stream"):
-        for name, text in (("bob", "stream please"), ("peer", f"stream {reps['stream']}")):
+        for name in cmds:
+            text = "stream please" if name == "bob" else f"stream {reps['stream']}"
             r[f"{name}_stream_cps"], r[f"{name}_stream_complete"] = streaming(cmds[name], env, project,
                                                                               reps["stream"], text)
     if wanted("memory"):
-        for name in ("bob", "peer"):
+        for name in cmds:
             r[f"{name}_idle_rss_mb"] = idle_rss(cmds[name], env, project) / 1e6
         r["bob_1gib_output_added_mb"], r["bob_3_5mib_prompt_added_mb"], r["bob_memory_ok"] = memory_peaks(
             bob, env, project)
@@ -570,7 +586,21 @@ def run_all(bob, base_env, env, project, script, reps, only):
     return r
 
 
+def ahead_of_both(r):
+    """Bob ahead of every peer measured on every row of the comparison table (lower is better but
+    for rates), with no wrong answer from Bob."""
+    for _label, a, b in ROWS:
+        for peer in (b, b.replace("peer_", "ts_", 1)):
+            if a not in r or peer not in r:
+                continue
+            higher_is_better = a.endswith(("_rps", "_cps"))
+            if (r[a] < r[peer]) if higher_is_better else (r[a] > r[peer]):
+                return False
+    return not any(r.get(k) for k in WRONG if k.startswith("bob_"))
+
+
 TARGETS = [
+    ("ahead of both official SDKs' agents on every row of the table", ahead_of_both),
     ("start-up ≤ 60 ms and ≤ 0.09× the peer", lambda r: r["bob_cold_start_wrong"] == 0 and
      r["bob_cold_start_ms"] <= min(60, 0.09 * r["peer_cold_start_ms"])),
     ("exit ≤ 30 ms after stdin EOF when idle, ≤ 0.3× the peer", lambda r: r["bob_idle_exit_wrong"] == 0 and
@@ -629,16 +659,22 @@ BOB_ONLY = [
 WRONG = ["bob_cold_start_wrong", "peer_cold_start_wrong", "bob_idle_exit_wrong", "peer_idle_exit_wrong",
          "bob_unknown_wrong", "peer_unknown_wrong", "bob_new_wrong", "peer_new_wrong", "bob_new_rt_wrong",
          "peer_new_rt_wrong", "bob_latency_wrong", "peer_latency_wrong", "bob_cancel_wrong", "bob_gap_wrong",
-         "bob_registry_wrong"]
+         "bob_registry_wrong", "ts_cold_start_wrong", "ts_idle_exit_wrong", "ts_unknown_wrong", "ts_new_wrong",
+         "ts_new_rt_wrong", "ts_latency_wrong"]
 
 
 def report(r, path):
     print(f"\nmachine: {r['machine']}\nbob: {r['bob']}")
-    print(f"{'measure':54} {'bob':>12} {'peer (SDK)':>12} {'bob/peer':>9}")
+    print(f"{'measure':54} {'bob':>10} {'Python SDK':>10} {'bob/py':>7} {'TS SDK':>10} {'bob/ts':>7}")
     for label, a, b in ROWS:
         if a in r:
-            ratio = f"{r[a] / r[b]:.2f}×" if r.get(b) else "-"
-            print(f"{label:54} {r[a]:12.1f} {r[b]:12.1f} {ratio:>9}")
+            c = b.replace("peer_", "ts_", 1)
+            cells = [f"{r[a]:10.1f}"]
+            for key in (b, c):
+                value = r.get(key)
+                cells += [f"{value:10.1f}" if value is not None else f"{'-':>10}",
+                          f"{r[a] / value:6.2f}×" if value else f"{'-':>7}"]
+            print(f"{label:54} " + " ".join(cells))
     for label, key in BOB_ONLY:
         if key in r:
             print(f"{label:54} {r[key]:12.2f}")
@@ -646,8 +682,8 @@ def report(r, path):
     print("wrong or missing answers: " + (", ".join(f"{k} {v}" for k, v in failures.items()) or "none"))
     for name in ("unknown", "new"):
         if f"bob_{name}_correct" in r:
-            print(f"correct answers to 20,000 pipelined ({name}): bob {r[f'bob_{name}_correct']}, "
-                  f"peer {r[f'peer_{name}_correct']}")
+            print(f"correct answers to 20,000 pipelined ({name}): " + ", ".join(
+                f"{agent} {r[f'{agent}_{name}_correct']}" for agent in r.get("agents", ("bob", "peer"))))
     print("\ntargets:")
     r["targets"] = {}
     for label, check in TARGETS:

@@ -8,6 +8,8 @@ stopped loop every tool call the model made has a result.
 
 from __future__ import annotations
 
+import os
+import random
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
@@ -118,9 +120,12 @@ def confined(conv: Conversation, call: Call) -> bool:
     return call.name == "bash" and conv.sandbox is not None and call.arguments.get("unconfined") is not True
 
 
+_labels = random.Random(os.urandom(16))  # distinct, not secret (see sessions.new_id)
+
+
 def new_owner() -> str:
     """A session's label for the processes its commands start (bob_acp.children reads it)."""
-    return f"session-{uuid.uuid4().hex[:12]}"
+    return f"session-{_labels.getrandbits(48):012x}"
 
 
 def new_message_id() -> str:
