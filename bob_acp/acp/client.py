@@ -143,23 +143,24 @@ class EditorTerminal:
         self._quietly(KILL)
 
     def release(self) -> None:
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-        self._quietly(RELEASE)
+        if self._claim():
+            self._quietly(RELEASE)
 
     def abandon(self) -> None:
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
+        if not self._claim():
+            return
 
         def end() -> None:
             self._quietly(KILL)
             self._quietly(RELEASE)
 
         threading.Thread(target=end, name="bob-terminal-end", daemon=True).start()
+
+    def _claim(self) -> bool:
+        """True once: the caller releases the terminal (nothing is sent for it after that)."""
+        with self._lock:
+            released, self._released = self._released, True
+        return not released
 
     def _quietly(self, method: str) -> None:
         """A request whose failure changes nothing (the terminal is gone either way): logged."""

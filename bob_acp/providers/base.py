@@ -116,6 +116,20 @@ class Provider(Protocol):
                  model: str | None = None, reasoning: str | None = None) -> ModelReply: ...
 
 
+def end_of_stream(stream: Stream, answer: Joiner, thoughts: Joiner, text: list[str], finished: bool) -> None:
+    """What the joiners still hold, streamed (the answer's also kept in `text`); a ModelError
+    when the stream never said it was done."""
+    thought = thoughts.end()
+    if thought:
+        stream.thought(thought)
+    rest = answer.end()
+    if rest:
+        text.append(rest)
+        stream.text(rest)
+    if not finished:
+        raise ModelError("model API stream ended early (truncated reply)")
+
+
 class Joiner:
     """Text pieces to stream, with a surrogate pair split across two events joined again (a
     server that cuts its UTF-16 between events) and any lone surrogate shown as U+FFFD."""

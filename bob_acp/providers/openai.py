@@ -13,7 +13,7 @@ from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
-from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage, end_of_stream
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
@@ -128,15 +128,7 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
             if choice.get("finish_reason"):
                 finished = True
                 truncated = truncated or choice.get("finish_reason") == "length"
-    thought = reasoning.end()
-    if thought:
-        stream.thought(thought)
-    rest = answer.end()
-    if rest:
-        text.append(rest)
-        stream.text(rest)
-    if not finished:
-        raise ModelError("model API stream ended early (truncated reply)")
+    end_of_stream(stream, answer, reasoning, text, finished)
     tool_calls = []
     for index in sorted(calls):
         call = calls[index]

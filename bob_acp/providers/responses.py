@@ -18,7 +18,7 @@ from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.jsontext import mapping
 from bob_acp.providers import sse
-from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage, end_of_stream
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
@@ -143,15 +143,7 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
             raise ModelError(f"model API error: {_failure(response.get('error'))}")
         elif kind == "error":
             raise ModelError(f"model API error: {_failure(event)}")
-    rest = thoughts.end()
-    if rest:
-        stream.thought(rest)
-    rest = answer.end()
-    if rest:
-        text.append(rest)
-        stream.text(rest)
-    if not finished:
-        raise ModelError("model API stream ended early (truncated reply)")
+    end_of_stream(stream, answer, thoughts, text, finished)
     tool_calls = []
     for call in {id(call): call for call in calls.values()}.values():  # (a call is found by index and by item id)
         try:
