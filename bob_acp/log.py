@@ -70,7 +70,7 @@ def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]
     session=sid`) as its text, the fields kept beside it: the console shows the line, JSON has
     both. A template whose names are not all given is left as it is."""
     template = event.get("event")
-    if isinstance(template, str) and "{" in template and len(event) > 4:  # (level, timestamp, event, _at: no fields)
+    if isinstance(template, str) and "{" in template and len(event) > len(_OWN.intersection(event)):  # fields given
         used = _names(template)
         if used and used <= event.keys():
             try:
@@ -81,6 +81,7 @@ def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]
     return event
 
 
+_OWN = frozenset({"event", "level", "timestamp", "_at"})  # what every event has: not a template's fields
 _templates: dict[str, frozenset[str]] = {}
 
 

@@ -184,3 +184,15 @@ def test_a_terminal_on_stdin_is_served_and_left_as_it_was(tmp_path, bob_env, wri
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
+
+
+def test_a_template_with_one_field_is_filled_in_the_console_line():
+    """(a template with a single field, as the cancel lines have, once printed unfilled)"""
+    from bob_acp import log
+
+    event = {"event": "[acp] session {session}: cancel after the turn answered: nothing to cancel",
+             "session": "s-1", "level": "info", "_at": 0.0}
+    line = log._console_renderer(None, "info", log._fill_processor(None, "info", log._stamp_processor(None, "info", event)))
+    assert line.endswith("] [acp] session s-1: cancel after the turn answered: nothing to cancel")
+    fields = {"event": "[acp] turn done: {commands} command(s)", "commands": 2, "session": "s-1", "level": "info"}
+    assert '"session":"s-1"' in log._json_renderer(None, "info", log._fill_processor(None, "info", fields))
