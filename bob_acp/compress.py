@@ -48,7 +48,7 @@ def estimate_tokens(messages: list[dict]) -> int:
     """Characters / 4: what a provider that reports no usage is taken to count."""
     chars = 0
     for message in messages:
-        chars += len(message.get("content", ""))
+        chars += len(history.text_of(message))
         for call in message.get("tool_calls", ()):
             chars += len(call["name"]) + len(orjson.dumps(call["arguments"]))
     return chars // 4
@@ -77,8 +77,8 @@ def transcript(messages: list[dict]) -> str:
         role = message["role"]
         if role == "user":
             label = "Earlier summary" if message.get("summary") else "User"
-            lines.append(f"{label}: {history.summary_text(message) if message.get('summary') else message['content']}")
-            lines += [history.image_line(image) for image in message.get("images", ())]  # described, not summarised
+            lines.append(f"{label}: {history.summary_text(message) if message.get('summary') else history.text_of(message)}")
+            lines += [history.image_line(image) for image in history.images_of(message)]  # described, not summarised
         elif role == "assistant":
             if message["content"]:
                 lines.append(f"Bob: {message['content']}")

@@ -3,15 +3,20 @@
 This is the one format the engine, the providers, compression and the session files share:
 
     {"role": "system", "content": str}
-    {"role": "user", "content": str, "typed": str?,           # typed: what the user wrote, when
-     "images": [{"mimeType": str, "data": base64}]?}        #   Bob rewrote it; images: acp.images
-    {"role": "user", "content": str, "summary": True}        # a compression summary
+    {"role": "user", "content": [<part>], "typed": str?}     # typed: what the user wrote, when Bob
+                                                              #   rewrote it
+    {"role": "user", "content": [<part>], "summary": True}   # a compression summary
     {"role": "assistant", "content": str,
      "tool_calls": [{"id": str, "ref": "call_7", "name": str, "arguments": dict}],
      "thinking": [<provider reasoning blocks, sent back as they came>],
      "by": str?}                                              # by: the model (id) that reasoned
     {"role": "tool", "tool_call_id": str, "name": str, "content": str, "failed": True?,
      "unanswered": True?}                                     # unanswered: put there by repaired()
+
+A user message's content is a list of parts, in order: {"type": "text", "text": str} and
+{"type": "image", "mimeType": str, "data": base64} (acp.images); the next kinds (an embedded
+resource) join them there. A session file written before 0.14 has a string and an `images` list
+instead: `upgraded` turns it into parts when it loads. `text_of` and `images_of` read either.
 
 `id` is the provider's own id for a tool call (sent back with its result); `ref` is the ACP
 `toolCallId` Bob showed the client (`call_N`, per process), used again by session/load replay.
@@ -34,12 +39,48 @@ def system(content: str) -> dict:
 
 
 def user(content: str, typed: str | None = None, images: list[dict] | None = None) -> dict:
-    message: dict = {"role": "user", "content": content}
+    parts: list[dict] = [text_part(content)]
+    parts += [{"type": "image", "mimeType": i["mimeType"], "data": i["data"]} for i in images or ()]
+    message: dict = {"role": "user", "content": parts}
     if typed is not None and typed != content:
         message["typed"] = typed
-    if images:
-        message["images"] = images
     return message
+
+
+def text_part(text: str) -> dict:
+    return {"type": "text", "text": text}
+
+
+def text_of(message: dict) -> str:
+    """A message's text: its content, or the text of its parts, joined."""
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "".join(part["text"] for part in content if part.get("type") == "text")
+
+
+def images_of(message: dict) -> list[dict]:
+    """A user message's images ({mimeType, data}), in order."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return [part for part in content if part.get("type") == "image"]
+    return list(message.get("images", ()))
+
+
+def upgraded(messages: list[dict]) -> list[dict]:
+    """A history with every user message's content as parts (files before 0.14 kept a string and
+    an `images` list); `messages` itself when there is nothing to change."""
+    if all(m["role"] != "user" or isinstance(m.get("content"), list) for m in messages):
+        return messages
+    out = []
+    for message in messages:
+        if message["role"] == "user" and isinstance(message.get("content"), str):
+            images = images_of(message)
+            message = {k: v for k, v in message.items() if k != "images"}
+            message["content"] = [text_part(text_of(message))] + [
+                {"type": "image", "mimeType": i["mimeType"], "data": i["data"]} for i in images]
+        out.append(message)
+    return out
 
 
 def image_line(image: dict) -> str:
@@ -50,12 +91,12 @@ def image_line(image: dict) -> str:
 
 
 def summary(content: str) -> dict:
-    return {"role": "user", "content": SUMMARY_PREFIX + content, "summary": True}
+    return {"role": "user", "content": [text_part(SUMMARY_PREFIX + content)], "summary": True}
 
 
 def summary_text(message: dict) -> str:
     """The summary itself, without the marker the model reads."""
-    text = message.get("content", "")
+    text = text_of(message)
     return text[len(SUMMARY_PREFIX):] if text.startswith(SUMMARY_PREFIX) else text
 
 

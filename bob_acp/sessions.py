@@ -1,9 +1,10 @@
 """Sessions on disk: ids, the session file (atomic writes), validation on load, listing, replay.
 
-File format (version 2; version-1 files, without `title`, `generation` and `choices`, still
-load), `<cwd>/<sessions.dir>/<id>.json`:
+File format (version 3; version-1 files, without `title`, `generation` and `choices`, and
+version-2 files, whose user messages keep their text as a string beside an `images` list, still
+load: their user messages are turned into parts), `<cwd>/<sessions.dir>/<id>.json`:
 
-    {"version": 2, "id": "20261203-101530-4f2a9c1e", "cwd": "/abs/project", "title": "…",
+    {"version": 3, "id": "20261203-101530-4f2a9c1e", "cwd": "/abs/project", "title": "…",
      "createdAt": "2026-12-03T10:15:30Z", "updatedAt": "…", "generation": 7,
      "choices": {"model": "…", "mode": "ask"}, "additionalDirectories": ["/abs/other"],
      "messages": [<bob_acp.history messages>]}
@@ -47,8 +48,8 @@ if TYPE_CHECKING:
     from bob_acp.log import Logger
 
 
-VERSION = 2
-VERSIONS = (1, 2)
+VERSION = 3
+VERSIONS = (1, 2, 3)
 SESSION_ID_RE = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
 MAX_FILE_BYTES = 512 * 1024 * 1024
 HEAD_BYTES = 16 * 1024  # what a listing reads of each file
@@ -88,7 +89,7 @@ def title_of(messages: list[dict]) -> str | None:
     """The first line of the first user message, at most MAX_TITLE characters."""
     for message in messages:
         if message["role"] == "user" and not message.get("summary"):
-            line = next((part.strip() for part in message["content"].splitlines() if part.strip()), "")
+            line = next((part.strip() for part in history.text_of(message).splitlines() if part.strip()), "")
             if line:
                 return line if len(line) <= MAX_TITLE else line[:MAX_TITLE - 1] + "…"
     return None
@@ -249,7 +250,7 @@ class SessionStore:
             _seen[path] = signature
         choices = mapping(document.get("choices"))
         title = document.get("title") if isinstance(document.get("title"), str) else None
-        return StoredSession(sid, str(document.get("cwd", self.cwd)), history.repaired(document["messages"]),
+        return StoredSession(sid, str(document.get("cwd", self.cwd)), history.upgraded(history.repaired(document["messages"])),
                              str(document.get("createdAt", "")), str(document.get("updatedAt", "")), title,
                              {k: v for k, v in choices.items() if isinstance(k, str) and isinstance(v, str)},
                              _roots(document))
@@ -390,7 +391,16 @@ def message_problem(message: object) -> str | None:
     role = message.get("role")
     if role not in ("system", "user", "assistant", "tool"):
         return f"unknown role {str(role)[:40]!r}"
-    if not isinstance(message.get("content"), str):
+    content = message.get("content")
+    if role == "user" and isinstance(content, list):  # (file version 3: parts)
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind == "image" and isinstance(part.get("mimeType"), str) and isinstance(part.get("data"), str):
+                continue
+            return "a user message's parts must be text or images"
+    elif not isinstance(content, str):
         return "content must be a string"
     if "typed" in message and not isinstance(message["typed"], str):
         return "typed must be a string"
@@ -432,8 +442,8 @@ def replay_items(messages: list[dict]) -> list[ReplayItem]:
             if message.get("summary"):
                 items.append(ReplayItem("agent", "🗜️ " + history.summary_text(message)))
             else:  # what the user typed (`/greetings Ada`), not what the model was sent
-                items.append(ReplayItem("user", message.get("typed") or message["content"]))
-                items += [ReplayItem("image", image=image) for image in message.get("images", ())]
+                items.append(ReplayItem("user", message.get("typed") or history.text_of(message)))
+                items += [ReplayItem("image", image=image) for image in history.images_of(message)]
         elif role == "assistant":
             if message["content"]:
                 items.append(ReplayItem("agent", message["content"]))

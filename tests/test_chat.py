@@ -14,6 +14,8 @@ import pytest
 from bob_client import bob_command
 from chat_helpers import write_config  # noqa: F401  (tests of other files use it from here)
 
+from bob_acp import history
+
 pytestmark = pytest.mark.e2e
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ANSI = "\x1b["
@@ -223,7 +225,7 @@ def test_a_paste_makes_one_turn(chat, workdir, tmp_path):
     finish(child)
     folder = workdir / ".bob" / "sessions"
     stored = json.loads(next(folder.iterdir()).read_text())
-    users = [m["content"] for m in stored["messages"] if m["role"] == "user"]
+    users = [history.text_of(m) for m in stored["messages"] if m["role"] == "user"]
     assert users == ["count one\ncount two\ncount three"]
 
 

@@ -19,6 +19,8 @@ from chat_helpers import write_config
 from test_chat import TOOLS, finish
 from test_e2e_mcp import stdio
 
+from bob_acp import history as bob_history
+
 pytestmark = pytest.mark.e2e
 
 
@@ -87,7 +89,7 @@ def test_a_multi_line_prompt_is_kept_whole_in_the_history(chat, tmp_path, bob_en
     finish(again)
     folder = tmp_path / "project" / ".bob" / "sessions"
     stored = json.loads(next(folder.iterdir()).read_text())
-    assert [m["content"] for m in stored["messages"] if m["role"] == "user"] == ["count one\ncount two"]
+    assert [bob_history.text_of(m) for m in stored["messages"] if m["role"] == "user"] == ["count one\ncount two"]
 
 
 def test_a_failed_start_says_the_agents_own_words(bob_env, workdir, tmp_path):

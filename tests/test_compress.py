@@ -50,7 +50,7 @@ def test_compress_folds_old_turns_into_one_summary():
     assert outcome.messages[2:] == messages[5:]
     assert re.fullmatch(r"🗜️ compressed 4 messages → 1 summary \+ 8 kept \([\d,]+ tokens, \d+\.\ds\)", outcome.line)
     request, tools = model.requests[0]
-    assert tools == [] and "echo 0" in request[1]["content"] and "q1" not in request[1]["content"]
+    assert tools == [] and "echo 0" in history.text_of(request[1]) and "q1" not in history.text_of(request[1])
 
 
 def test_nothing_to_compact_keeps_the_history():

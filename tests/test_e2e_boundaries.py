@@ -12,6 +12,8 @@ import yaml
 from bob_client import allow, allow_always, message_text, updates
 from procs import wait_gone
 
+from bob_acp import history
+
 pytestmark = pytest.mark.e2e
 
 
@@ -96,7 +98,7 @@ def test_two_processes_on_one_session_lose_no_turn(spawn_bob, tmp_path, workdir)
     log = first.wait_stderr("its file changed on disk")
     forked = log.split("this conversation is saved as ")[1].split()[0]
     folder = workdir / ".bob" / "sessions"
-    users = lambda name: [m["content"] for m in json.loads((folder / f"{name}.json").read_text())["messages"]
+    users = lambda name: [history.text_of(m) for m in json.loads((folder / f"{name}.json").read_text())["messages"]
                           if m["role"] == "user"]
     assert users(sid) == ["from the first window", "from the second window"]
     assert users(forked) == ["from the first window", "the first window again"]

@@ -225,7 +225,7 @@ def test_sigkill_during_session_saves_and_file_writes_never_tears_a_file(spawn_b
         bob.wait(5)
         assert (workdir / "big.txt").read_text() in (big_a, big_b)
         data = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
-        assert data["version"] == 2 and data["messages"][0]["role"] == "system"
+        assert data["version"] == 3 and data["messages"][0]["role"] == "system"
         for message in data["messages"][1:]:
             assert message["role"] in ("user", "assistant", "tool")
     assert saves_seen > 10  # the kills landed among repeated saves and writes

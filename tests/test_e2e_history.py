@@ -13,6 +13,8 @@ import pytest
 import yaml
 from bob_client import allow, allow_always, bob_command, message_text, updates
 
+from bob_acp import history
+
 pytestmark = pytest.mark.e2e
 
 TURNS = [{"match": "tools", "replies": [
@@ -116,7 +118,7 @@ def test_resume_registers_without_replay_and_the_model_sees_everything(history_b
     assert "configOptions" in response["result"] and frames == []  # no replay: the client has it
     again.prompt(sid, "what was the word?")
     stored = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
-    assert [m["content"] for m in stored["messages"] if m["role"] == "user"] == [
+    assert [history.text_of(m) for m in stored["messages"] if m["role"] == "user"] == [
         "remember the word pineapple", "what was the word?"]
 
 

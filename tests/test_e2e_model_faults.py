@@ -12,6 +12,8 @@ from bob_client import allow, message_text, updates
 from fake_model import Response, _sse
 from test_e2e_mcp import stdio
 
+from bob_acp import history
+
 pytestmark = pytest.mark.e2e
 KEY = "sk-faults-key-0123456789abcdef"
 
@@ -32,7 +34,7 @@ def test_an_absurd_prompt_count_neither_compresses_nor_costs(bob_http, server, w
     _, frames = bob.prompt(sid, "two")
     assert message_text(frames) == "second" and summary_requests(server) == []
     saved = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
-    assert [m["content"] for m in saved["messages"][1:]] == ["one", "first", "two", "second"]
+    assert [history.text_of(m) for m in saved["messages"][1:]] == ["one", "first", "two", "second"]
     bob.wait_stderr("reported a prompt of 9223372036854775807 tokens")
 
 

@@ -10,6 +10,8 @@ import pytest
 import yaml
 from bob_client import allow, allow_always, message_text, updates
 
+from bob_acp import history
+
 pytestmark = pytest.mark.e2e
 
 
@@ -178,7 +180,7 @@ def test_a_prompt_routed_during_a_load_of_its_session_is_refused_not_lost(sessio
     else:  # routed once the load was done: it ran on the loaded conversation
         assert refused["result"]["stopReason"] == "end_turn"
     stored = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
-    assert [m["content"] for m in stored["messages"] if m["role"] == "user"][:1] == ["hello"]
+    assert [history.text_of(m) for m in stored["messages"] if m["role"] == "user"][:1] == ["hello"]
 
 
 def test_a_load_routed_behind_a_prompt_of_its_session_is_refused(sessions_bob, workdir):

@@ -8,6 +8,8 @@ import pytest
 import yaml
 from bob_client import allow_always, message_text, updates
 
+from bob_acp import history
+
 pytestmark = pytest.mark.e2e
 
 SCRIPT = {
@@ -55,7 +57,7 @@ def test_session_file_written_at_new_and_after_every_turn(bob_with_sessions, wor
     bob = bob_with_sessions()
     sid = bob.new_session()
     data = stored(workdir, sid)
-    assert data["version"] == 2 and data["id"] == sid and [m["role"] for m in data["messages"]] == ["system"]
+    assert data["version"] == 3 and data["id"] == sid and [m["role"] for m in data["messages"]] == ["system"]
     bob.prompt(sid, "list the files", answer=allow_always)
     roles = [m["role"] for m in stored(workdir, sid)["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant"]
@@ -97,7 +99,7 @@ def test_slash_compact_three_outcomes(bob_with_sessions, workdir):
     assert re.fullmatch(r"🗜️ compressed 2 messages → 1 summary \+ 4 kept \([\d,]+ tokens, \d+\.\ds\)", line), line
     bob.wait_stderr(f"[acp] session {sid}: /compact — {line}")
     messages = stored(workdir, sid)["messages"]
-    assert messages[1]["summary"] is True and "Bob listed them" in messages[1]["content"]
+    assert messages[1]["summary"] is True and "Bob listed them" in history.text_of(messages[1])
 
 
 def test_slash_compact_failure_keeps_the_history(spawn_bob, tmp_path, workdir):

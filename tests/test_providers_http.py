@@ -295,7 +295,7 @@ def test_anthropic_merges_consecutive_results_and_users(server, tmp_path):
     assert "x-api-key" not in request["headers"]
     wire = request["body"]["messages"]
     assert [m["role"] for m in wire] == ["user", "assistant", "user"]
-    assert [b["text"] for b in wire[0]["content"]] == [history.summary("earlier work")["content"], "go on"]
+    assert [b["text"] for b in wire[0]["content"]] == [history.text_of(history.summary("earlier work")), "go on"]
     assert wire[1]["content"][0] == {"type": "text", "text": "Two at once."}
     assert [b["tool_use_id"] for b in wire[2]["content"]] == ["t1", "t2"]
 

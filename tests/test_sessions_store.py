@@ -50,7 +50,7 @@ def test_save_and_load_round_trip_keeping_created_at(tmp_path):
     sid = sessions.new_id()
     store.save(sid, conversation()[:3])
     first = orjson.loads((tmp_path / ".bob" / "sessions" / f"{sid}.json").read_bytes())
-    assert first["version"] == 2 and first["id"] == sid and first["cwd"] == str(tmp_path)
+    assert first["version"] == 3 and first["id"] == sid and first["cwd"] == str(tmp_path)
     time.sleep(0.01)
     store.save(sid, conversation())
     loaded = store.load(sid)
@@ -86,7 +86,7 @@ def test_what_is_saved_or_loaded_is_always_a_history_an_api_accepts(tmp_path):
 @pytest.mark.parametrize("content, reason", [
     (b"{nope", "not valid JSON"),
     (b"[]", "not a session file"),
-    (b'{"version": 3, "messages": []}', "unsupported session file version '3'"),
+    (b'{"version": 4, "messages": []}', "unsupported session file version '4'"),
     (b'{"version": 1}', "messages: must be a list"),
     (b'{"version": 1, "messages": [{"role": "wizard", "content": "x"}]}', "malformed message 0: unknown role"),
     (b'{"version": 1, "messages": [{"role": "user", "content": 5}]}', "malformed message 0: content"),
@@ -143,7 +143,37 @@ def test_sigkill_while_saving_never_leaves_a_torn_file(tmp_path):
         proc.wait()
         loaded = store.load(sid)  # parses: the old version or the new one, never a torn one
         assert loaded.messages[0] == history.system("sys")
-        numbers = [int(m["content"].split()[1]) for m in loaded.messages[1:]]
+        numbers = [int(history.text_of(m).split()[1]) for m in loaded.messages[1:]]
         assert numbers == list(range(1, len(numbers) + 1))
         for name in os.listdir(store.folder):
             assert name == f"{sid}.json" or name.startswith(".")
+
+
+def test_a_version_2_file_loads_its_user_messages_as_parts_and_saves_as_version_3(tmp_path):
+    """Issue 25: user content is a list of parts (text, images); a file from 0.13 (a string and an
+    `images` list) loads, replays, and reaches the model as before."""
+    from bob_acp.providers import openai
+
+    store = sessions.SessionStore(str(tmp_path), "s")
+    sid = sessions.new_id()
+    os.makedirs(store.folder)
+    image = {"mimeType": "image/png", "data": "iVBORw0KGgo="}
+    old = {"version": 2, "id": sid, "cwd": str(tmp_path), "title": "look", "createdAt": "2026-12-01T00:00:00Z",
+           "updatedAt": "2026-12-01T00:00:00Z", "generation": 1, "choices": {}, "turns": 1,
+           "messages": [history.system("sys"), {"role": "user", "content": "look at this", "images": [image]},
+                        history.assistant("a dot")]}
+    with open(store.path_for(sid), "wb") as handle:
+        handle.write(orjson.dumps(old))
+    loaded = store.load(sid)
+    assert loaded.messages[1] == {"role": "user", "content": [{"type": "text", "text": "look at this"},
+                                                              {"type": "image", **image}]}
+    assert [(i.kind, i.text, i.image) for i in sessions.replay_items(loaded.messages)] == [
+        ("user", "look at this", None), ("image", "", {"type": "image", **image}), ("agent", "a dot", None)]
+    assert openai.to_wire(loaded.messages)[1] == openai.to_wire(
+        [history.user("look at this", images=[image])])[0] == {"role": "user", "content": [
+            {"type": "text", "text": "look at this"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}
+    store.save(sid, loaded.messages)
+    again = orjson.loads(open(store.path_for(sid), "rb").read())
+    assert again["version"] == 3 and again["messages"][1] == loaded.messages[1]
+    assert store.load(sid).messages == loaded.messages

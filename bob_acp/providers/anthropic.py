@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable
 
-from bob_acp import jsontext
+from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
@@ -57,8 +57,8 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
         role = message["role"]
         if role == "user":
             pictures = [{"type": "image", "source": {"type": "base64", "media_type": i["mimeType"], "data": i["data"]}}
-                        for i in message.get("images", ())]
-            add("user", pictures + [{"type": "text", "text": message["content"] or " "}])
+                        for i in history.images_of(message)]
+            add("user", pictures + [{"type": "text", "text": history.text_of(message) or " "}])
         elif role == "assistant":
             blocks = [dict(b) for b in message.get("thinking", ()) if returnable(b)]
             blocks += [{"type": "text", "text": message["content"]}] if message["content"] else []

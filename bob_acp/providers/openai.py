@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from bob_acp import jsontext
+from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
@@ -41,13 +41,13 @@ def to_wire(messages: list[dict]) -> list[dict]:
             out.append(wire)
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
-        elif message.get("images"):
-            parts: list[dict] = [{"type": "text", "text": message["content"]}]
+        elif role == "user" and history.images_of(message):
+            parts: list[dict] = [{"type": "text", "text": history.text_of(message)}]
             parts += [{"type": "image_url", "image_url": {"url": f"data:{i['mimeType']};base64,{i['data']}"}}
-                      for i in message["images"]]
+                      for i in history.images_of(message)]
             out.append({"role": role, "content": parts})
         else:
-            out.append({"role": role, "content": message["content"]})
+            out.append({"role": role, "content": history.text_of(message)})
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from bob_acp import jsontext
+from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import ModelError
 from bob_acp.jsontext import mapping
@@ -38,13 +38,14 @@ def to_input(messages: list[dict]) -> tuple[str, list[dict]]:
     for message in messages:
         role = message["role"]
         if role == "user":
-            if message.get("images"):
-                parts: list[dict] = [{"type": "input_text", "text": message["content"]}]
+            images = history.images_of(message)
+            if images:
+                parts: list[dict] = [{"type": "input_text", "text": history.text_of(message)}]
                 parts += [{"type": "input_image", "image_url": f"data:{i['mimeType']};base64,{i['data']}"}
-                          for i in message["images"]]
+                          for i in images]
                 items.append({"role": "user", "content": parts})
             else:
-                items.append({"role": "user", "content": message["content"]})
+                items.append({"role": "user", "content": history.text_of(message)})
         elif role == "assistant":
             items += [dict(item) for item in message.get("thinking", ()) if returnable(item)]
             if message["content"]:

@@ -11,7 +11,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from bob_acp import jsontext
+from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import ModelReply, Stream, ToolCall, Usage
@@ -93,7 +93,7 @@ def _chunks(reply: dict):
 
 def _latest_user(messages: list[dict]) -> tuple[str, int]:
     """The text of the last non-summary user message and the number of such messages."""
-    texts = [m["content"] for m in messages if m["role"] == "user" and not m.get("summary")]
+    texts = [history.text_of(m) for m in messages if m["role"] == "user" and not m.get("summary")]
     return (texts[-1] if texts else ""), len(texts)
 
 
