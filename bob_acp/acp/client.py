@@ -51,16 +51,7 @@ class EditorClient:
             params["line"] = line
         if limit is not None:
             params["limit"] = limit
-        try:
-            result = self.ask(READ, params, cancel)
-        except ClientError as exc:
-            self._info(f"{READ} {path}: {exc}; reading the disk instead")
-            return None
-        content = result.get("content") if isinstance(result, dict) else None
-        if not isinstance(content, str):
-            self._info(f"{READ} {path}: no content in the answer; reading the disk instead")
-            return None
-        return content
+        return self._answered(READ, params, cancel, "content", f"{READ} {path}", "reading the disk instead")
 
     def write(self, path: str, content: str, cancel: Cancel) -> None:
         self.ask(WRITE, {"sessionId": self._sid, "path": path, "content": content}, cancel)
@@ -76,18 +67,26 @@ class EditorClient:
         variables += [{"name": name, "value": ""} for name in self._hidden]
         params = {"sessionId": self._sid, "command": argv[0], "args": argv[1:], "env": variables, "cwd": cwd,
                   "outputByteLimit": output_limit}
-        try:
-            result = self.ask(CREATE, params, cancel)
-        except ClientError as exc:
-            self._info(f"{CREATE}: {exc}; running the command in Bob instead")
-            return None
-        terminal_id = result.get("terminalId") if isinstance(result, dict) else None
-        if not isinstance(terminal_id, str) or not terminal_id:
-            self._info(f"{CREATE}: no terminalId in the answer; running the command in Bob instead")
-            return None
-        return EditorTerminal(self, terminal_id)
+        terminal_id = self._answered(CREATE, params, cancel, "terminalId", CREATE, "running the command in Bob instead")
+        if terminal_id == "":
+            self._info(f"{CREATE}: an empty terminalId; running the command in Bob instead")
+        return EditorTerminal(self, terminal_id) if terminal_id else None
 
     # ---- asking --------------------------------------------------------------------------------
+
+    def _answered(self, method: str, params: dict, cancel: Cancel, field: str, what: str, instead: str) -> str | None:
+        """A string field of the client's answer; None, said in the log with what Bob does
+        `instead`, when the client failed or its answer has no such field."""
+        try:
+            result = self.ask(method, params, cancel)
+        except ClientError as exc:
+            self._info(f"{what}: {exc}; {instead}")
+            return None
+        value = mapping(result).get(field)
+        if not isinstance(value, str):
+            self._info(f"{what}: no {field} in the answer; {instead}")
+            return None
+        return value
 
     def ask(self, method: str, params: dict, cancel: Cancel) -> object:
         """The result of one request; Cancelled when the turn is, ClientError for an error."""
