@@ -163,7 +163,7 @@ def test_the_default_configurations_request_is_byte_for_byte_as_before(server, t
 
 
 def test_a_header_that_reads_the_environment_is_kept_out_of_tools_and_logs(tmp_path):
-    from bob_acp import environment as secrets
+    from bob_acp import environment
 
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"models": [
@@ -171,8 +171,8 @@ def test_a_header_that_reads_the_environment_is_kept_out_of_tools_and_logs(tmp_p
          "apiKeyEnv": "GW_OPENAI"}]}))
     cfg = config.load(str(path), env={})
     env = {"GW_KEY": "gw-secret-value-123", "GW_OPENAI": "sk-gw-openai-456", "PATH": "/bin"}
-    assert {"GW_KEY", "GW_OPENAI"} <= set(secrets.key_variables(cfg))
-    assert "GW_KEY" not in secrets.child_env(cfg, env) and "GW_OPENAI" not in secrets.child_env(cfg, env)
-    known = secrets.values(cfg, env, None)
+    assert {"GW_KEY", "GW_OPENAI"} <= set(environment.key_variables(cfg))
+    assert "GW_KEY" not in environment.child_env(cfg, env) and "GW_OPENAI" not in environment.child_env(cfg, env)
+    known = environment.values(cfg, env, None)
     assert "gw-secret-value-123" in known and "sk-gw-openai-456" in known
     assert json.dumps(cfg.as_dict()).count("gw-secret-value-123") == 0
