@@ -104,8 +104,18 @@ class ModelSet:
                 entry.listed = list_models(entry)
             except Exception as exc:  # any failure: the configured name stays the only one
                 if self.log is not None:
-                    self.log.info(f"[acp] model {entry.id}: no model list from its server ({exc}); "
-                                  f"offering {entry.settings.name} alone")
+                    self.log.info("[acp] model {model}: no model list from its server ({error}); offering {name} "
+                                  "alone", model=entry.id, error=_scrubbed(str(exc), entry), name=entry.settings.name)
+
+
+def _scrubbed(text: str, entry: Entry) -> str:
+    """An error line without what the model's URL carries in its query or user part (a token)."""
+    from bob_acp import httpio
+
+    wire = getattr(entry.provider, "wire", None)
+    for secret in httpio.url_secrets(wire.models_url) if wire is not None else ():
+        text = text.replace(secret, "[redacted]")
+    return text
 
 
 def list_models(entry: Entry) -> list[str]:
@@ -113,7 +123,7 @@ def list_models(entry: Entry) -> list[str]:
     vLLM, llama.cpp and LM Studio serve)."""
     import requests
 
-    from bob_acp import jsontext
+    from bob_acp import httpio, jsontext
 
     wire = getattr(entry.provider, "wire", None)
     if wire is None:
@@ -123,7 +133,14 @@ def list_models(entry: Entry) -> list[str]:
                       stream=True) as response:
         if response.status_code != 200:
             raise ValueError(f"GET /models answered {response.status_code}")
-        data = response.raw.read(1024 * 1024 + 1, decode_content=True)
+        # The whole answer within LIST_TIMEOUT too: a server dripping bytes is cut off.
+        deadline = threading.Timer(LIST_TIMEOUT, httpio.shutdown, args=(response,))
+        deadline.daemon = True
+        deadline.start()
+        try:
+            data = response.raw.read(1024 * 1024 + 1, decode_content=True)
+        finally:
+            deadline.cancel()
     if len(data) > 1024 * 1024:
         raise ValueError("GET /models answered more than 1 MiB")
     try:
