@@ -6,15 +6,28 @@ the permission modes, the sandbox and the skills, means the files under any of i
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 PRIVATE_FOLDERS = (".git", ".bob")  # a project's own state: a change there runs code or changes Bob
 
 
-@dataclass(frozen=True)
 class Workspace:
-    cwd: str  # absolute
-    more: tuple[str, ...] = ()  # further absolute roots, in the client's order, without cwd
+    """(A plain class, not a dataclass: session/new's module imports it, and start-up does not
+    import dataclasses.)"""
+
+    __slots__ = ("cwd", "more")
+
+    def __init__(self, cwd: str, more: tuple[str, ...] = ()):
+        self.cwd = cwd  # absolute
+        self.more = more  # further absolute roots, in the client's order, without cwd
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Workspace) and (self.cwd, self.more) == (other.cwd, other.more)
+
+    def __hash__(self) -> int:
+        return hash((self.cwd, self.more))
+
+    def __repr__(self) -> str:
+        return f"Workspace({self.cwd!r}, {self.more!r})"
 
     @property
     def roots(self) -> tuple[str, ...]:

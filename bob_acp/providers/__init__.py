@@ -48,7 +48,7 @@ def key_of(settings: ModelSettings, env: dict[str, str]) -> str | None:
 def secret_variables(cfg: Config) -> list[str]:
     """The variables that hold secrets of the configured models: their keys' variables and those
     their headers read (hidden from tools, redacted everywhere)."""
-    from bob_acp.providers.http import variables
+    from bob_acp.providers.headers import variables
 
     names: list[str] = []
     for settings in cfg.entries:
@@ -62,7 +62,7 @@ def secret_variables(cfg: Config) -> list[str]:
 def secret_values(cfg: Config, env: dict[str, str]) -> list[str]:
     """The secrets of every configured model: keys (from variables or key files) and the
     values their headers read."""
-    from bob_acp.providers.http import expand
+    from bob_acp.providers.headers import expand
 
     found = [env.get(name, "").strip() for name in secret_variables(cfg)]
     for settings in cfg.entries:

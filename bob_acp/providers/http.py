@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import email.utils
 import random
-import re
 import threading
 import time
 from contextlib import contextmanager
@@ -16,6 +15,7 @@ from bob_acp import httpio, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import Quiet, Stream
+from bob_acp.providers.headers import expand
 from bob_acp.secrets import Redactor
 
 if TYPE_CHECKING:
@@ -215,20 +215,6 @@ def endpoint_url(base: str, path: str, query: dict[str, str] | None = None) -> s
     more = urlencode(query or {})
     joined = "&".join(q for q in (parts.query, more) if q)
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, joined, ""))
-
-
-VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def expand(value: str, env: Mapping[str, str]) -> str:
-    """A header value with each ${VAR} replaced by the environment's value ("" when unset), so a
-    gateway's token stays out of the config file."""
-    return VARIABLE.sub(lambda match: env.get(match.group(1), ""), value)
-
-
-def variables(value: str) -> list[str]:
-    """The environment variables a header value reads."""
-    return VARIABLE.findall(value)
 
 
 class Wire:
