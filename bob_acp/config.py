@@ -132,8 +132,9 @@ def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir
             raise ConfigError(f"config key '{dotted}.id' in {where}: every entry needs an id (what the model "
                               "picker shows), got " + _shown(raw.get("id")))
         built = _build(schema, raw, dotted + ".", where, base_dir)
-        if built["baseUrl"] is not None and url_problem(built["baseUrl"]):
-            raise ConfigError(f"config key '{dotted}.baseUrl' in {where}: {url_problem(built['baseUrl'])}, "
+        problem = url_problem(built["baseUrl"]) if built["baseUrl"] is not None else None
+        if problem:
+            raise ConfigError(f"config key '{dotted}.baseUrl' in {where}: {problem}, "
                               f"got {_shown(built['baseUrl'])}")
         entries.append((built.pop("id"), built))
     if entries and not any(key == "model" or key.startswith("model.") for key in given):

@@ -40,7 +40,7 @@ def system(content: str) -> dict:
 
 def user(content: str, typed: str | None = None, images: list[dict] | None = None) -> dict:
     parts: list[dict] = [text_part(content)]
-    parts += [{"type": "image", "mimeType": i["mimeType"], "data": i["data"]} for i in images or ()]
+    parts += [image_part(image) for image in images or ()]
     message: dict = {"role": "user", "content": parts}
     if typed is not None and typed != content:
         message["typed"] = typed
@@ -49,6 +49,10 @@ def user(content: str, typed: str | None = None, images: list[dict] | None = Non
 
 def text_part(text: str) -> dict:
     return {"type": "text", "text": text}
+
+
+def image_part(image: dict) -> dict:
+    return {"type": "image", "mimeType": image["mimeType"], "data": image["data"]}
 
 
 def text_of(message: dict) -> str:
@@ -77,8 +81,7 @@ def upgraded(messages: list[dict]) -> list[dict]:
         if message["role"] == "user" and isinstance(message.get("content"), str):
             images = images_of(message)
             message = {k: v for k, v in message.items() if k != "images"}
-            message["content"] = [text_part(text_of(message))] + [
-                {"type": "image", "mimeType": i["mimeType"], "data": i["data"]} for i in images]
+            message["content"] = [text_part(text_of(message))] + [image_part(image) for image in images]
         out.append(message)
     return out
 

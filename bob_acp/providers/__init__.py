@@ -62,16 +62,15 @@ def secret_variables(cfg: Config) -> list[str]:
 def secret_values(cfg: Config, env: dict[str, str]) -> list[str]:
     """The secrets of every configured model: keys (from variables or key files) and the
     values their headers read."""
+    from bob_acp.exceptions import ConfigError
     from bob_acp.providers.headers import expand
 
     found = [env.get(name, "").strip() for name in secret_variables(cfg)]
     for settings in cfg.entries:
-        variable = key_env(settings)
-        if settings.apiKeyFile and variable and not env.get(variable, "").strip():
-            try:
-                found.append(read_key_file(settings.apiKeyFile) or "")
-            except Exception:  # noqa: S110  (unreadable: make_models reports it with the entry, by name)
-                continue
+        try:
+            found.append(key_of(settings, env) or "")
+        except ConfigError:  # an unusable key file: the entry reports it itself, by name
+            pass
         found += [expand(value, env) for value in settings.headers.values()]
     return [value for value in found if value]
 
