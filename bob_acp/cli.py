@@ -148,7 +148,7 @@ def _guard_stdio() -> tuple[int, Any]:
 def serve(cfg: Config, problem: str | None = None) -> int:
     """Serve ACP on stdio. `problem`: the config error Bob could not start with (it then serves
     with the defaults, every prompt answered with that line and the fix)."""
-    from bob_acp import environment, providers, secrets
+    from bob_acp import environment, fswatch, providers, secrets
     from bob_acp import log as logging_setup
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
@@ -198,7 +198,8 @@ def serve(cfg: Config, problem: str | None = None) -> int:
 
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
                         on_close=closed, urgent=frozenset({"session/cancel"}),
-                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None)
+                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None,
+                        on_read=fswatch.input_read)  # (what changed in the folders, looked at once a read)
     server.channel.endpoint = endpoint
 
     def stop(signum: int, _frame: object) -> None:

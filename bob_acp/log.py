@@ -32,6 +32,7 @@ _queue: collections.deque = collections.deque()
 _queue_lock = threading.Lock()
 _ready = threading.Condition(_queue_lock)
 _dropped = [0]
+_idle = [False]  # the log thread waits (or is about to) for an item
 _lost_lines: list = [0, ""]  # lines the stream or a renderer failed on, and the last reason
 _hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
 
@@ -51,6 +52,7 @@ def add_secret(value: str | None) -> None:
 
 
 def _redact_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Each field (JSON lines: a field's text is escaped once more when written)."""
     redactor = _state["redactor"]
     if redactor:
         for key, value in event.items():
@@ -59,10 +61,27 @@ def _redact_processor(_logger: object, _name: str, event: MutableMapping[str, An
     return event
 
 
+def _redact_line(_logger: object, _name: str, line: str) -> str:
+    """A console line, whole: every field is in it as it was written (str, or repr, whose
+    escaping is one of the forms a secret is looked for in), so one look covers them all."""
+    redactor = _state["redactor"]
+    return redactor.text(line) if redactor and redactor.found(line) else line
+
+
 def _stamp_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """The time the event happened (taken by the caller), not the time it is written."""
     event["timestamp"] = iso(event.pop("_at", None) or time.time())
     return event
+
+
+def _exc_info_processor(logger: object, name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog's format_exc_info, for the rare event that carries exc_info (it costs a call
+    and a lookup per line otherwise)."""
+    if "exc_info" not in event:
+        return event
+    import structlog
+
+    return structlog.processors.format_exc_info(logger, name, event)
 
 
 def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -70,9 +89,9 @@ def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]
     session=sid`) as its text, the fields kept beside it: the console shows the line, JSON has
     both. A template whose names are not all given is left as it is."""
     template = event.get("event")
-    if isinstance(template, str) and "{" in template and len(event) > len(_OWN.intersection(event)):  # fields given
+    if type(template) is str and "{" in template:
         used = _names(template)
-        if used and used <= event.keys():
+        if used and used <= event.keys() and not used & _OWN:  # (its own fields given, not the event's)
             try:
                 event["event"] = template.format_map({name: event[name] for name in used})
                 event["_shown"] = used
@@ -131,15 +150,14 @@ def _console_renderer(_logger: object, _name: str, event: MutableMapping[str, An
 def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
     import structlog
 
-    renderer = _json_renderer if fmt == "json" else _console_renderer
+    last = [_redact_processor, _json_renderer] if fmt == "json" else [_console_renderer, _redact_line]
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             _stamp_processor,
             _fill_processor,
-            structlog.processors.format_exc_info,
-            _redact_processor,
-            renderer,
+            _exc_info_processor,
+            *last,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=lambda *_args: _pending,
@@ -181,12 +199,13 @@ def _take() -> list:
     fight for the GIL with the threads serving the client). Lines keep the time of their event;
     flush() and close() cut the wait short."""
     with _ready:
+        _idle[0] = True  # (set before the queue is looked at: see _put)
         while not _queue:
             _ready.wait()
+        _idle[0] = False
     _hurry.wait(BATCH_WINDOW)
+    items = [_queue.popleft() for _ in range(len(_queue))]  # (callers append meanwhile, without the lock)
     with _ready:
-        items = list(_queue)
-        _queue.clear()
         dropped, _dropped[0] = _dropped[0], 0
         lost, why = _lost_lines[0], _lost_lines[1]
         _lost_lines[:] = [0, ""]
@@ -210,7 +229,9 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
     loggers: dict[str, Any] = {}
 
     def emit(method: str, name: str, event: str, fields: dict) -> None:
-        logger = loggers.get(name) or loggers.setdefault(name, get_logger(name))
+        logger = loggers.get(name)
+        if logger is None:  # the bound logger itself (a proxy would bind again at every call)
+            logger = loggers.setdefault(name, get_logger(name).bind())
         try:
             getattr(logger, method)(event, **fields)
         except Exception as exc:  # a line that cannot be rendered must not end logging: counted and said
@@ -236,12 +257,15 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
 
 
 def _put(item: object, bounded: bool = True) -> None:
-    with _ready:
-        if bounded and len(_queue) >= MAX_QUEUED:
+    """Without a lock unless the log thread sleeps: it says so (_idle) before it looks at the
+    queue a last time, so an item appended after that look finds it marked and wakes it."""
+    if bounded and len(_queue) >= MAX_QUEUED:
+        with _ready:
             _dropped[0] += 1
-            return
-        _queue.append(item)
-        if len(_queue) == 1:  # the log thread waits only on an empty queue
+        return
+    _queue.append(item)
+    if _idle[0]:
+        with _ready:
             _ready.notify()
 
 

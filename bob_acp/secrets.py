@@ -69,6 +69,10 @@ class Redactor:
     def __bool__(self) -> bool:
         return bool(self._forms)
 
+    def found(self, text: str) -> bool:
+        """Whether `text` holds a secret in any of its forms."""
+        return any(form in text for form in self._forms)
+
     def text(self, text: str) -> str:
         for form in self._forms:
             if form in text:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import itertools
 import os
 import random
 import re
@@ -56,18 +57,30 @@ HEAD_BYTES = 16 * 1024  # what a listing reads of each file
 MAX_TITLE = 80
 
 
-# Ids need to be distinct, not secret: a generator seeded once from the system's randomness (a
-# getrandom() call per session cost more than the rest of opening it).
-_ids = random.Random(os.urandom(16))
+# Ids need to be distinct, not secret. Their last part walks a Weyl sequence (a random start, a
+# random odd step, modulo 2**32): it looks random and never repeats within a process before 2**32
+# sessions, where 32 random bits drawn anew would meet again within one second once thousands
+# of sessions are opened in it (an id already held: a failed session/new). Seeded once from the
+# system's randomness (a getrandom() call per session cost more than the rest of opening it).
+_seed = random.Random(os.urandom(16))
+_id_start, _id_step = _seed.getrandbits(32), _seed.getrandbits(32) | 1
+_id_count = itertools.count()  # (next() on it is atomic: threads never draw the same number)
+
+
+_stamp: list[tuple[int, str]] = [(-1, "")]  # the last second's stamp (one tuple, swapped whole)
 
 
 def new_id(now: datetime.datetime | None = None) -> str:
-    if now is None:  # (time.gmtime and %: several times cheaper than datetime.strftime)
-        t = time.gmtime()
-        stamp = "%04d%02d%02d-%02d%02d%02d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+    if now is None:  # (time.gmtime and %, once a second: several times cheaper than datetime.strftime)
+        second = int(time.time())
+        known, stamp = _stamp[0]
+        if known != second:
+            t = time.gmtime(second)
+            stamp = "%04d%02d%02d-%02d%02d%02d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+            _stamp[0] = (second, stamp)
     else:
         stamp = now.strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{_ids.getrandbits(32):08x}"
+    return f"{stamp}-{(_id_start + next(_id_count) * _id_step) & 0xFFFFFFFF:08x}"
 
 
 def valid_id(value: object) -> bool:

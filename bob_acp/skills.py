@@ -15,6 +15,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from bob_acp import fswatch
 from bob_acp.jsontext import clean
 
 if TYPE_CHECKING:
@@ -103,11 +104,51 @@ MAX_CACHED_CATALOGS = 256
 
 
 def discover(cwd: str, cfg: Config, env: dict | None = None, more: tuple[str, ...] = ()) -> Catalog:
-    """The skills of these places. Every call looks at the file system again (a skill added
-    between two sessions appears in the second), but only with stats: a place is parsed again
-    only when it or one of its SKILL.md files changed, and an unchanged set of places gives
-    the very same Catalog (whose derived texts are then reused)."""
+    """The skills of these places. A skill added between two sessions appears in the second:
+    where the places are watched (fswatch), the catalogue is made again after any change in
+    them, else every call looks again with stats. A place is parsed again only when it or one of
+    its SKILL.md files changed, and an unchanged set of places gives the very same Catalog
+    (whose derived texts are then reused)."""
     places = search_path(cwd, cfg, env, more)
+    generation = fswatch.generation()
+    if generation is None:
+        return _discover(places)
+    key = tuple(places)
+    with _cache_lock:
+        cached = _watched.get(key)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    watched = _watch(places)
+    catalog = _discover(places)
+    if watched:
+        with _cache_lock:
+            if len(_watched) >= MAX_CACHED_CATALOGS:
+                _watched.clear()
+            _watched[key] = (generation, catalog)
+    return catalog
+
+
+_watched: dict[tuple, tuple[int, Catalog]] = {}  # places -> (fswatch generation, catalogue)
+
+
+def _watch(places: list[tuple[str, str]]) -> bool:
+    """Watch each place (every entry), each skill folder in it (its SKILL.md) and where links
+    lead, before any of them is read. False when one could not be watched."""
+    watched = True
+    for _source, folder in places:
+        if folder == shipped_dir():
+            continue  # part of Bob's installed code: looked at once per process
+        watched = fswatch.watch_path(folder) and watched
+        try:
+            entries = [e for e in os.listdir(folder) if not e.startswith((".", "_"))]
+        except OSError:
+            continue  # no such place (its appearance is an event of the folder above)
+        for entry in entries:
+            watched = fswatch.watch_path(os.path.join(folder, entry, "SKILL.md")) and watched
+    return watched
+
+
+def _discover(places: list[tuple[str, str]]) -> Catalog:
     signatures = [(source, folder, _signature(folder)) for source, folder in places]
     key = tuple(signatures)
     with _cache_lock:

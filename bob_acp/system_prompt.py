@@ -13,8 +13,9 @@ import datetime
 import os
 import platform
 import threading
+import time
 
-from bob_acp import skills, tools
+from bob_acp import fswatch, skills, tools
 from bob_acp.jsontext import clean
 from bob_acp.workspace import Workspace
 
@@ -42,25 +43,31 @@ _cache_lock = threading.Lock()
 
 
 _built: dict[tuple, tuple] = {}
+_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 
 
 def build(ws: Workspace, catalog: "skills.Catalog", now: datetime.datetime | None = None,
           tools: list[str] | tuple[str, ...] = BUILTIN_TOOLS) -> str:
     """The prompt; the same inputs (the same catalogue object, unchanged AGENTS.md files, the
     same day) give the same string without building it again (session/new is on the dispatcher)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    day = now.toordinal() if now else today()
     agents = agents_files(ws.cwd)
     for root in ws.more:
         agents += [found for found in agents_files(root) if found not in agents]
-    key = (ws, id(catalog), now.toordinal(), tuple(tools), tuple(agents))
+    key = (ws, id(catalog), day, tuple(tools), tuple(agents))
     cached = _built.get(key)
     if cached is not None and cached[0] is catalog:
         return cached[1]
-    text = _build(ws, catalog, now, tools, agents)
+    text = _build(ws, catalog, now or datetime.datetime.now(datetime.timezone.utc), tools, agents)
     if len(_built) > 256:
         _built.clear()
     _built[key] = (catalog, text)  # the catalogue is kept alive with its entry: its id stays its own
     return text
+
+
+def today() -> int:
+    """The UTC day's ordinal (the prompt says the date), without datetime.now's cost."""
+    return _EPOCH_DAY + int(time.time() // 86400)
 
 
 def _build(ws: Workspace, catalog: "skills.Catalog", now: datetime.datetime, tools: list[str] | tuple[str, ...],
@@ -114,40 +121,65 @@ def _level(folder: str) -> tuple[bool, bool]:
     return cached[1], cached[2]
 
 
-def project_root(cwd: str) -> str:
-    """The git root above (or at) cwd, else cwd itself."""
-    return _walk(cwd)[0]
-
-
-def _walk(cwd: str) -> tuple[str, list[str]]:
-    """(the project root, the folders from cwd up to it that hold an AGENTS.md)."""
-    folder, holding = cwd, []
-    dirname, level = os.path.dirname, _level
-    for _ in range(MAX_LEVELS):
-        has_git, has_agents = level(folder)
-        if has_agents:
-            holding.append(folder)
-        if has_git:
-            return folder, holding
-        parent = dirname(folder)
-        if parent == folder:
-            break
-        folder = parent
-    return cwd, [f for f in holding if f == cwd]
+AGENT_NAMES = (".git", "AGENTS.md")  # what a folder of the walk is looked at for
+_found: dict[str, tuple[int, list[tuple[str, str]]]] = {}  # cwd -> (fswatch generation, agents_files)
 
 
 def agents_files(cwd: str) -> list[tuple[str, str]]:
-    """(path, text) of each AGENTS.md from the project root down to cwd, the nearest last."""
-    root, holding = _walk(cwd)
+    """(path, text) of each AGENTS.md from the project root down to cwd, the nearest last.
+    Looked at again only when a folder of the walk changed (fswatch), else with stats."""
+    generation = fswatch.generation()
+    if generation is None:
+        return _agents_files(cwd, False)[0]
+    with _cache_lock:
+        cached = _found.get(cwd)
+    if cached is not None and cached[0] == generation:
+        return cached[1]
+    found, watched = _agents_files(cwd, True)
+    if watched:
+        with _cache_lock:
+            if len(_found) > 1024:
+                _found.clear()
+            _found[cwd] = (generation, found)
+    return found
+
+
+def _agents_files(cwd: str, watch: bool) -> tuple[list[tuple[str, str]], bool]:
+    """(the files, whether every folder they depend on is watched). `watch`: each folder and
+    file is watched before it is read, so a change after the read is an event."""
+    root, holding, watched = _walk(cwd, watch)
     found = []
     real_root = None
     for folder in reversed(holding):
         path = os.path.join(folder, "AGENTS.md")
+        if watch:
+            watched = fswatch.watch_path(path) and watched  # (and where a link leads)
         real_root = real_root or os.path.realpath(root)
         text = _agents_md(path, real_root)
         if text:
             found.append((path, text))
-    return found
+    return found, watch and watched
+
+
+def _walk(cwd: str, watch: bool = False) -> tuple[str, list[str], bool]:
+    """(the project root, the folders from cwd up to it that hold an AGENTS.md, whether each
+    folder looked at was watched first)."""
+    folder, holding, watched = cwd, [], watch
+    dirname, level = os.path.dirname, _level
+    for _ in range(MAX_LEVELS):
+        if watch:  # (the folders above cwd were watched with it, for the name leading down)
+            ok = fswatch.watch_path(cwd, AGENT_NAMES) if folder == cwd else fswatch.watch(folder, AGENT_NAMES)
+            watched = ok and watched
+        has_git, has_agents = level(folder)
+        if has_agents:
+            holding.append(folder)
+        if has_git:
+            return folder, holding, watched
+        parent = dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return cwd, [f for f in holding if f == cwd], watched
 
 
 def _agents_md(path: str, real_root: str) -> str:

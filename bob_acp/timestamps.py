@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import time
 
+_second: list[tuple[int, str]] = [(-1, "")]  # the last whole second formatted (log lines come many a second)
+
 
 def iso(seconds: float) -> str:
     """`seconds` since the epoch, in UTC (time.gmtime and %: several times cheaper than datetime)."""
     whole = int(seconds // 1)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int((seconds - whole) * 1e6):06d}Z"
+    known, text = _second[0]  # (one tuple, swapped whole: threads never see half of it)
+    if known != whole:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _second[0] = (whole, text)
+    return f"{text}.{int((seconds - whole) * 1e6):06d}Z"
 
 
 def utc_now() -> str:

@@ -3,6 +3,7 @@ session/new, load and resume answer with it; the slash menu and MCP problems sen
 
 from __future__ import annotations
 
+from bob_acp import fswatch
 from bob_acp.acp import protocol as p
 from bob_acp.acp.session import Session
 from bob_acp.lazy import LazyModule
@@ -17,10 +18,12 @@ if TYPE_CHECKING:
     from bob_acp.config import Config
     from bob_acp.engine import Engine
     from bob_acp.log import Logger
+    from bob_acp.skills import Catalog
     from bob_acp.tools.base import ToolSet
     from bob_acp.workspace import Workspace
 
 skills = LazyModule("bob_acp.skills", globals(), "skills")
+system_prompt = LazyModule("bob_acp.system_prompt", globals(), "system_prompt")
 tools = LazyModule("bob_acp.tools", globals(), "tools")
 mcp = LazyModule("bob_acp.mcp", globals(), "mcp")
 selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")
@@ -36,24 +39,45 @@ class Opener:
         self.selectors = selectors
         self.env = env  # what MCP servers start with (secrets dropped)
         self.hidden_env = hidden_env  # variables an editor's terminal must not pass on (the model's key)
+        self._openings: dict[Workspace, tuple] = {}  # ws -> ((fswatch generation, day), catalog, tools, prompt)
 
     def make(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None = None) -> Session:
         engine = self.engine()
         if engine.models.lists:
             engine.models.refresh()  # (choices: auto) the servers' models, for the selector
-        catalog = skills.discover(ws.cwd, self.cfg, more=ws.more)
+        started = None
+        if self.cfg.mcp.enabled and servers:
+            catalog = skills.discover(ws.cwd, self.cfg, self.env, ws.more)
+            started = mcp.start_servers(servers, ws.cwd, self.cfg, self.env, self.log, sid)
+            toolset: ToolSet = mcp.SessionTools(tools.for_config(self.cfg), started)
+            prompt = system_prompt.build(ws, catalog, tools=toolset.names())
+        else:
+            catalog, toolset, prompt = self.opening(ws)
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
-        started = None
-        toolset: ToolSet = tools.for_config(self.cfg)
-        if self.cfg.mcp.enabled and servers:
-            started = mcp.start_servers(servers, ws.cwd, self.cfg, self.env, self.log, sid)
-            toolset = mcp.SessionTools(tools.for_config(self.cfg), started)
-        conv = engine.new_conversation(ws, catalog, stored, toolset)
+        conv = engine.new_conversation(ws, catalog, stored, toolset, prompt)
         conv.client = self.client_port(sid)
         session = Session(sid, conv, catalog)
         session.mcp = started
         return session
+
+    def opening(self, ws: Workspace) -> tuple[Catalog, ToolSet, str]:
+        """A workspace's skills, tools and system prompt (without MCP servers), kept while its
+        folders are unchanged (fswatch) on the same day: the next session/new in the same
+        folder takes them as they are."""
+        generation = fswatch.generation()
+        day = system_prompt.today()
+        kept = self._openings.get(ws)
+        if kept is not None and generation is not None and kept[0] == (generation, day):
+            return kept[1], kept[2], kept[3]
+        catalog = skills.discover(ws.cwd, self.cfg, self.env, ws.more)
+        toolset: ToolSet = tools.for_config(self.cfg)
+        prompt = system_prompt.build(ws, catalog, tools=toolset.names())
+        if generation is not None:
+            if len(self._openings) >= 256:
+                self._openings.clear()
+            self._openings[ws] = ((generation, day), catalog, toolset, prompt)
+        return catalog, toolset, prompt
 
     def client_port(self, sid: str) -> EditorClient | None:
         """The editor's files and terminals for one session, as far as the configuration and the

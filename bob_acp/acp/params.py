@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from bob_acp import fswatch
 from bob_acp.jsonrpc.errors import RpcError
 
 TYPE_CHECKING = False
@@ -29,12 +30,27 @@ def cwd_param(params: dict) -> str:
     return _folder(required_str(params, "cwd"), "cwd")
 
 
+_folders: dict[str, tuple[int, str]] = {}  # path -> (fswatch generation, the folder) while nothing changed
+
+
 def _folder(path: str, name: str) -> str:
+    cached = _folders.get(path)  # (a path kept here passed the checks below)
+    if cached is not None and cached[0] == fswatch.generation():
+        return cached[1]
     if not os.path.isabs(path):
         raise RpcError.invalid_params(f"{name}: must be an absolute path, got {path[:200]!r}")
-    if "\0" in path or not os.path.isdir(path):
+    if "\0" in path:
         raise RpcError.invalid_params(f"{name}: not a directory: {path[:200]!r}")
-    return os.path.normpath(path)
+    generation = fswatch.generation()
+    folder = os.path.normpath(path)
+    watched = generation is not None and fswatch.watch_path(folder, ())  # (before it is looked at)
+    if not os.path.isdir(path):
+        raise RpcError.invalid_params(f"{name}: not a directory: {path[:200]!r}")
+    if watched:
+        if len(_folders) > 1024:
+            _folders.clear()
+        _folders[path] = (generation, folder)  # type: ignore[assignment]
+    return folder
 
 
 MAX_ROOTS = 64

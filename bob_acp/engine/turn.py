@@ -149,10 +149,12 @@ class Engine:
     # ---- conversations -----------------------------------------------------------------------
 
     def new_conversation(self, ws: Workspace, catalog: Catalog, stored: list[dict] | None = None,
-                         tools: ToolSet = BUILTIN) -> Conversation:
-        """A fresh history holding the system prompt, or a stored one whose system prompt is
-        replaced by the current one."""
-        messages = [history.system(system_prompt.build(ws, catalog, tools=tools.names()))]
+                         tools: ToolSet = BUILTIN, prompt: str | None = None) -> Conversation:
+        """A fresh history holding the system prompt (`prompt`, or the one built for these),
+        or a stored one whose system prompt is replaced by the current one."""
+        if prompt is None:
+            prompt = system_prompt.build(ws, catalog, tools=tools.names())
+        messages = [history.system(prompt)]
         if stored:
             messages += [m for m in stored if m["role"] != "system"]
         owner = new_owner()

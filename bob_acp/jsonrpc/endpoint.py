@@ -22,13 +22,16 @@ import threading
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
-from bob_acp.jsonrpc.streams import MAX_FRAME, Oversized, Writer, read_frames
+from bob_acp.jsonrpc.streams import FLUSH, MAX_FRAME, Oversized, Writer, read_frames
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Any, Callable, ContextManager
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
+HANDOFF_FRAMES = 64  # frames the reader hands to the dispatcher at most at once
+HANDOFF_BYTES = 1024 * 1024  # (or bytes: a run past it is handed on)
+HELD_FRAMES = 64  # frames the dispatcher writes at most at once
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 MAX_HELD_FRAMES = 256  # requests held by worker routes (running or waiting, e.g. for the turn lock)
 MAX_HELD_BYTES = 16 * 1024 * 1024
@@ -128,6 +131,7 @@ class Endpoint:
         max_frame: int = MAX_FRAME,
         in_order: frozenset[str] = frozenset(),
         cancel_method: str | None = None,
+        on_read: Callable[[], None] | None = None,
     ):
         self._writer = writer
         self._routes = routes
@@ -137,6 +141,7 @@ class Endpoint:
         self._urgent = urgent  # notifications that never wait for room (e.g. cancel)
         self._in_order = in_order  # notifications handled on the reader, before later answers settle
         self._max_frame = max_frame
+        self._on_read = on_read  # called on the reader after each read of input, before its frames go on
         # SimpleQueue (C) hands a frame to the dispatcher faster than a Condition; the bound is
         # kept beside it, under its own lock, whose Condition the reader waits on when full.
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -145,6 +150,8 @@ class Endpoint:
         self._inbox_lock = threading.Lock()
         self._room = threading.Condition(self._inbox_lock)
         self._reader_waiting = False
+        self._run: list[tuple[dict, int]] = []  # (the reader's) frames read, not handed on yet
+        self._run_bytes = 0
         self._held_frames = 0
         self._held_bytes = 0
         self._pending: dict[int, Pending] = {}
@@ -183,6 +190,7 @@ class Endpoint:
             self._pending[request_id] = pending
         if not self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, give_up):
             pending.settle(Outcome(error="the request could not be sent"))
+        self._write_held()  # its answer will be waited for: nothing of it is held back
         return pending
 
     @property
@@ -219,6 +227,13 @@ class Endpoint:
         held, self._batch.frames = self._batch.frames, None
         if held:
             self._writer.send(b"\n".join(held), give_up)
+
+    def _write_held(self) -> None:
+        """What this thread holds back, written now; it goes on holding what follows."""
+        held = getattr(self._batch, "frames", None)
+        if held:
+            self._batch.frames = []
+            self._writer.send(b"\n".join(held))
 
     def _respond(self, msg_id: object, result: Any, give_up: Callable[[], bool] | None = None) -> None:
         self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up)
@@ -268,20 +283,28 @@ class Endpoint:
                 self._log.error("on_close failed", detail=_traceback())
         # Frames already queued are still answered (what is owed); on_close has told the
         # handlers to refuse new long work, so this stays quick.
-        self._inbox.put((_STOP, 0))
+        self._inbox.put((_STOP, 0))  # (behind the runs already handed on)
 
     # ---- reader ---------------------------------------------------------------------------
 
     def _read_loop(self, stream: IO[bytes]) -> None:
+        """Frames are handed to the dispatcher in runs: all those one read brought (at most
+        HANDOFF_FRAMES), so that a client's burst costs a wake-up per run, not per frame."""
         try:
-            for frame in read_frames(stream, self._max_frame):
+            for frame in read_frames(stream, self._max_frame, marks=True, on_read=self._on_read):
                 if self._closed.is_set():
                     break
-                self._take(frame)
+                if frame is FLUSH:
+                    self._hand_on()
+                else:
+                    self._take(frame)  # type: ignore[arg-type]
         except Exception:
             self._log.error("input stream failed", detail=_traceback())
         finally:
-            self._close()
+            try:
+                self._hand_on()  # what was read is answered (as each frame was before the end)
+            finally:
+                self._close()
 
     def _take(self, frame: bytes | Oversized) -> None:
         if isinstance(frame, Oversized):
@@ -297,7 +320,14 @@ class Endpoint:
             msg = codec.loads(frame)
         except (codec.JSONDecodeError, RecursionError) as exc:
             return self._respond_error(None, RpcError.parse_error(str(exc).split(":")[0]))
+        if type(msg) is dict and type(msg.get("method")) is str and msg.get("jsonrpc") == "2.0":
+            msg_id = msg.get("id", _NO_ID)
+            if type(msg_id) is str or (type(msg_id) is int and -(2 ** 63) <= msg_id < 2 ** 63):
+                return self._enqueue(msg, len(frame))  # a well-formed request: the common case
         problem = _envelope_problem(msg)
+        if not problem and "id" in msg and "method" in msg:
+            return self._enqueue(msg, len(frame))
+        self._hand_on()  # what came before is queued before this takes effect
         if problem and isinstance(msg, dict) and "method" not in msg and self._awaited(msg.get("id")):
             return self._settle(msg)  # a malformed answer to one of ours: it settles that request
         if problem:
@@ -376,7 +406,24 @@ class Endpoint:
         slot.settle(outcome)
 
     def _enqueue(self, msg: dict, size: int) -> None:
-        urgent = "id" not in msg and msg["method"] in self._urgent
+        """On the reader: a frame for the dispatcher, gathered into the run being read."""
+        if "id" not in msg and msg["method"] in self._urgent:
+            self._hand_on()
+            self._hand([(msg, size)], size, urgent=True)
+            return
+        self._run.append((msg, size))
+        self._run_bytes += size
+        if len(self._run) >= HANDOFF_FRAMES or self._run_bytes >= HANDOFF_BYTES:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        """On the reader: the frames gathered so far, to the dispatcher."""
+        if self._run:
+            run, size = self._run, self._run_bytes
+            self._run, self._run_bytes = [], 0
+            self._hand(run, size)
+
+    def _hand(self, run: list, size: int, urgent: bool = False) -> None:
         with self._inbox_lock:
             while (not urgent and not self._closed.is_set() and
                    (self._inbox_frames >= MAX_PENDING_FRAMES or self._inbox_bytes + size > MAX_PENDING_BYTES)
@@ -384,24 +431,34 @@ class Endpoint:
                 self._reader_waiting = True
                 self._room.wait()
             self._reader_waiting = False
-            self._inbox_frames += 1
+            self._inbox_frames += len(run)
             self._inbox_bytes += size
-        self._inbox.put((msg, size))
+        self._inbox.put((run, size))
 
     # ---- dispatcher -----------------------------------------------------------------------
 
     def _dispatch_loop(self) -> None:
+        """The answers to a run of frames are written together (at most HELD_FRAMES at once,
+        and always before the dispatcher waits for more, starts a worker or sends a request)."""
+        held = self._batch
         try:
             while True:
-                msg, size = self._inbox.get()
-                if msg is _STOP:
+                run, _size = self._inbox.get()
+                if run is _STOP:
                     return
-                with self._inbox_lock:
-                    self._inbox_frames -= 1
-                    self._inbox_bytes -= size
-                    if self._reader_waiting:
-                        self._room.notify()
-                self._dispatch(msg, size)
+                held.frames = []
+                try:
+                    for msg, msg_size in run:
+                        with self._inbox_lock:  # (a frame is pending until it is dispatched)
+                            self._inbox_frames -= 1
+                            self._inbox_bytes -= msg_size
+                            if self._reader_waiting:
+                                self._room.notify()
+                        self._dispatch(msg, msg_size)
+                        if len(held.frames) >= HELD_FRAMES:
+                            self._write_held()
+                finally:
+                    self._write_batch(None)
         finally:
             self._dispatcher_done.set()
 
@@ -467,6 +524,7 @@ class Endpoint:
                     self._running[key] = args[1]
             if late or key_cancelled:
                 route.cancel(args[1])
+        self._write_held()  # its frames come after what was answered before it
         with self._workers_lock:
             worker = threading.Thread(
                 target=self._run_worker, args=(route, method, msg_id, args, size), name=f"bob-{method}", daemon=True
@@ -506,7 +564,9 @@ class Endpoint:
             return self._respond_error(msg_id, RpcError.internal_error())
         if not isinstance(result, Reply):
             return self._respond(msg_id, result, give_up)
-        if result.after is not None:  # the response and what follows it: one write
+        # The response and what follows it: one write (within the dispatcher's, when it holds frames).
+        own_batch = result.after is not None and getattr(self._batch, "frames", None) is None
+        if own_batch:
             self._batch.frames = []
         try:
             if result.guard is None:
@@ -527,7 +587,7 @@ class Endpoint:
                 except Exception:
                     self._log.error(f"{method}: follow-up failed", detail=_traceback())
         finally:
-            if result.after is not None:
+            if own_batch:
                 self._write_batch(give_up)
 
 

@@ -31,14 +31,116 @@ class Oversized:
         self.tail = tail
 
 
-def read_frames(stream: IO[bytes], max_frame: int = MAX_FRAME) -> Iterator[bytes | Oversized]:
+class Flush:
+    """read_frames(marks=True): every line read so far has been given; reading more may wait."""
+
+
+FLUSH = Flush()
+
+
+def read_frames(stream: IO[bytes], max_frame: int = MAX_FRAME, marks: bool = False,
+                on_read: Callable[[], None] | None = None) -> Iterator[bytes | Oversized | Flush]:
     """Yield each line of `stream` without its newline, or Oversized for a line over the cap.
 
-    A line is gathered in small chunks, so at most about max_frame bytes of it are ever held:
-    past the cap the gathered part is dropped, the rest is read and thrown away chunk by chunk,
-    and reading goes on with the next line. A descriptor somebody made non-blocking (a terminal
-    shared with another program) is waited on, never taken for the end of input.
+    At most about max_frame bytes of a line are ever held: past the cap the gathered part is
+    dropped, the rest is read and thrown away, and reading goes on with the next line. A
+    descriptor somebody made non-blocking (a terminal shared with another program) is waited
+    on, never taken for the end of input. `marks`: FLUSH is yielded whenever the lines read so
+    far are all given and reading more may wait, so that a caller can hand on what it gathered
+    in one go. `on_read()` is called after each read, before any line of it is given. A stream
+    with a descriptor is read through it, bypassing its buffer: it must not have been read
+    from before.
     """
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd >= 0:
+        yield from _fd_frames(fd, max_frame, marks, on_read)
+        return
+    for frame in _stream_frames(stream, max_frame):
+        if on_read is not None:
+            on_read()
+        yield frame
+        if marks:
+            yield FLUSH
+
+
+READ_SIZE = 256 * 1024
+
+
+def _fd_frames(fd: int, max_frame: int, marks: bool,
+               on_read: Callable[[], None] | None) -> Iterator[bytes | Oversized | Flush]:
+    """read_frames on a descriptor: one read takes whatever the client has written (up to
+    READ_SIZE), every whole line in it is given, and the start of the next is kept."""
+    read = _patient_read(fd)
+    partial = bytearray()  # the start of a line whose end has not come (at most max_frame bytes)
+    over = 0  # > 0: the size so far of a line past the cap, being thrown away
+    head = tail = b""
+    while True:
+        chunk = read(READ_SIZE)
+        if not chunk:
+            break
+        if on_read is not None:
+            on_read()
+        start = 0
+        end = chunk.find(b"\n")
+        while end >= 0:
+            piece = chunk[start:end]
+            if over:
+                yield Oversized(over + len(piece), head, (tail + piece)[-EDGE:])
+                over = 0
+            elif partial:
+                if len(partial) + len(piece) > max_frame:
+                    yield Oversized(len(partial) + len(piece), (bytes(partial[:EDGE]) + piece[:EDGE])[:EDGE],
+                                    (bytes(partial[-EDGE:]) + piece[-EDGE:])[-EDGE:])
+                else:
+                    yield bytes(partial) + piece
+                partial = bytearray()
+            elif len(piece) > max_frame:
+                yield Oversized(len(piece), piece[:EDGE], piece[-EDGE:])
+            else:
+                yield piece
+            start = end + 1
+            end = chunk.find(b"\n", start)
+        if start < len(chunk):
+            rest = chunk[start:]
+            if over:
+                over += len(rest)
+                tail = (tail + rest)[-EDGE:]
+            elif len(partial) + len(rest) > max_frame:
+                over = len(partial) + len(rest)
+                head = (bytes(partial[:EDGE]) + rest[:EDGE])[:EDGE]
+                tail = (bytes(partial[-EDGE:]) + rest[-EDGE:])[-EDGE:]
+                partial = bytearray()
+            else:
+                partial += rest
+        if marks:
+            yield FLUSH
+    if over:  # the end of input: a last line without its newline
+        yield Oversized(over, head, tail)
+    elif partial:
+        yield bytes(partial)
+
+
+def _patient_read(fd: int) -> Callable[[int], bytes]:
+    """os.read, except that "no data yet" on a non-blocking descriptor waits for data (b"" is
+    only ever the end of input)."""
+
+    def patient(size: int) -> bytes:
+        while True:
+            try:
+                return os.read(fd, size)
+            except BlockingIOError:
+                import select
+
+                select.select([fd], [], [])
+
+    return patient
+
+
+def _stream_frames(stream: IO[bytes], max_frame: int) -> Iterator[bytes | Oversized]:
+    """read_frames on a stream without a descriptor (a test's BytesIO), line by line."""
     readline = _patient_readline(stream)
     while True:
         chunk = readline(_DISCARD_CHUNK)

@@ -53,6 +53,8 @@ class ModelSet:
         self.entries = entries
         self.log = log
         self._lock = threading.Lock()
+        # Whether any entry fills its names from its server (session/new then waits for it).
+        self.lists = any(entry.settings.choices == "auto" for entry in entries)
 
     @classmethod
     def single(cls, cfg: Config, provider: Provider | None, log: Logger | None = None) -> ModelSet:
@@ -84,11 +86,6 @@ class ModelSet:
         return any(option.value == value for option in self.options())
 
     # ---- choices: auto ------------------------------------------------------------------------
-
-    @property
-    def lists(self) -> bool:
-        """Whether any entry fills its names from its server (session/new then waits for it)."""
-        return any(entry.settings.choices == "auto" for entry in self.entries)
 
     def refresh(self) -> None:
         """Ask each `choices: auto` entry's server for its models (at most every LIST_FRESH s);
