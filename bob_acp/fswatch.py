@@ -65,6 +65,11 @@ class Watcher:
         self._generation = 0
         self._full = False
 
+    def close(self) -> None:
+        with self._lock:
+            os.close(self._fd)
+            self._names.clear()
+
     def generation(self) -> int:
         with self._lock:
             size = self._read(self._fd, self._buffer, _BUFFER)

@@ -78,3 +78,58 @@ def _read_all(fd):
         if not data:
             return b"".join(out)
         out.append(data)
+
+
+# ---- a descriptor: lines across reads, marks between reads ------------------------------------------
+
+def _frames_from_pipe(chunks, max_frame=50, marks=False):
+    """read_frames on a pipe written chunk by chunk (each chunk its own read, as a client's
+    writes arrive), the writer waiting until the reader took the previous one."""
+    import select
+
+    read_fd, write_fd = os.pipe()
+    stream = os.fdopen(read_fd, "rb", buffering=1 << 16)
+    reads = []
+    out = []
+
+    def write():
+        for chunk in chunks:
+            os.write(write_fd, chunk)
+            deadline = 100
+            while select.select([read_fd], [], [], 0)[0] and deadline:  # until the reader took it
+                threading.Event().wait(0.005)
+                deadline -= 1
+        os.close(write_fd)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    from bob_acp.jsonrpc.streams import FLUSH
+
+    for frame in read_frames(stream, max_frame=max_frame, marks=marks, on_read=lambda: reads.append(1)):
+        out.append("FLUSH" if frame is FLUSH else frame)
+    writer.join(5)
+    stream.close()
+    return out, len(reads)
+
+
+def test_on_a_descriptor_lines_split_across_reads_are_joined_and_marks_come_between_reads():
+    out, reads = _frames_from_pipe([b'{"a":1}\n{"b"', b':2}\n{"c":3}\n', b"last"], marks=True)
+    assert [f for f in out if f != "FLUSH"] == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b"last"]
+    assert out.count("FLUSH") == reads == 3  # one mark after each read's lines
+    assert out.index("FLUSH") == 1  # the first read held one whole line
+
+
+def test_on_a_descriptor_a_line_over_the_cap_across_reads_is_refused_by_size_and_reading_goes_on():
+    out, _ = _frames_from_pipe([b"ok\n" + b"x" * 40, b"x" * 40, b"x" * 40 + b"\nnext\n", b"y" * 60, b"\n"])
+    assert out[0] == b"ok"
+    assert isinstance(out[1], Oversized) and out[1].size == 120 and out[1].head == b"x" * 80 and out[1].tail == b"x" * 120
+    assert out[2] == b"next"
+    assert isinstance(out[3], Oversized) and out[3].size == 60
+    out, _ = _frames_from_pipe([b"z" * 50 + b"\n", b"q" * 30, b"q" * 30])  # at the cap; an oversized last line
+    assert out[0] == b"z" * 50 and isinstance(out[1], Oversized) and out[1].size == 60 and len(out) == 2
+
+
+def test_on_a_descriptor_the_ends_of_an_oversized_line_are_kept_for_its_id():
+    head = b'{"jsonrpc":"2.0","id":7,"result":"'
+    out, _ = _frames_from_pipe([head + b"a" * 100, b"a" * 100 + b'"}\n'], max_frame=64)
+    assert isinstance(out[0], Oversized) and out[0].head.startswith(head) and out[0].tail.endswith(b'"}')
