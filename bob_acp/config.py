@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from bob_acp import plain_yaml
 from bob_acp.config_schema import Config, Key, ModelEntry, ModelSettings, Section, SectionRef, declared
 from bob_acp.exceptions import ConfigError
 
@@ -229,25 +230,34 @@ def _sections(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _read_yaml(path: str) -> Any:
-    import yaml  # lazy: only start-ups with a config file pay for it
-
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            text = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"config file {path}: not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path}: cannot read: {exc}") from None
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise ConfigError(f"config file {path}: invalid YAML{line}: {problem}") from None
+    try:
+        data = plain_yaml.load(text)  # (the plain way most files are written: no PyYAML to import)
+    except plain_yaml.NotPlain:
+        data = _pyyaml(path, text)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: the top level must be a mapping of keys")
     return data
+
+
+def _pyyaml(path: str, text: str) -> Any:
+    import yaml  # lazy: only start-ups with a file past the plain way pay for it (~25 ms)
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"config file {path}: invalid YAML{line}: {problem}") from None
 
 
 def _build(schema: dict, raw: object, prefix: str, source: str, base_dir: str) -> dict[str, Any]:

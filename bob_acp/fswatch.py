@@ -179,33 +179,38 @@ def watcher() -> Watcher | None:
 # caller's thread) only once the folders have been asked about this many times.
 SET_UP_AFTER = 32
 _asked = [0]
-_UNSET = object()
-_at_input: list = [_UNSET]  # the generation at the last read of the server's input (input_read)
+_reads = [0]  # reads of input so far, counted by a server's reader (input_read)
+_looked: list[tuple[int, int]] = [(-1, 0)]  # (the reads counted when the last look began, what it found)
 
 
 def generation() -> int | None:
-    """None: nothing is watched here, look again every time. In a server that calls
-    input_read(), the generation its last read of input found: every request handled came in
-    that read or an earlier one, so the changes made before it was sent are taken in, and
-    handling it costs no look of its own."""
-    value = _at_input[0]
-    if value is not _UNSET:
-        return value
+    """None: nothing is watched here, look again every time. In a server that counts its reads
+    of input (input_read), one look per read, taken by the first request that asks after it:
+    every request handled came in that read or an earlier one, so the changes made before it
+    was sent are taken in, and a burst of session/new in one read costs one look."""
     if not _watcher:  # not set up yet: stats until asked often enough to be worth it
         _asked[0] += 1
         if _asked[0] == SET_UP_AFTER:
             threading.Thread(target=watcher, name="bob-fswatch", daemon=True).start()
         return None
     found = _watcher[0]
-    return None if found is None else found.generation()
+    if found is None:
+        return None
+    reads = _reads[0]
+    if reads:
+        looked_at, value = _looked[0]  # (one tuple, swapped whole)
+        if looked_at == reads:
+            return value
+    value = found.generation()
+    if reads:
+        _looked[0] = (reads, value)  # (a read counted during the look makes the next caller look again)
+    return value
 
 
 def input_read() -> None:
-    """For a server's reader, after each read of its input and before it hands on what it read
-    (a burst of requests: one look for them all). Only once the watcher exists (it is made off
-    the start-up path): until then, each generation() looks for itself."""
-    if _watcher and _watcher[0] is not None:
-        _at_input[0] = _watcher[0].generation()
+    """For a server's reader, after each read of its input and before it hands on what it read.
+    No system call: the look is taken when a request asks (most never do)."""
+    _reads[0] += 1  # (the reader alone counts)
 
 
 def watch(folder: str, names: Iterable[str] | None = ALL) -> bool:

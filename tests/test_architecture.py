@@ -22,7 +22,7 @@ LAYERS = [
                "bob_acp.children", "bob_acp.watchdog", "bob_acp.config"]),
     ("leaves", ["bob_acp.history", "bob_acp.workspace", "bob_acp.cancel", "bob_acp.exceptions", "bob_acp.atomic",
                 "bob_acp.lazy", "bob_acp.jsontext", "bob_acp.log", "bob_acp.secrets", "bob_acp.httpio",
-                "bob_acp.timestamps", "bob_acp"]),
+                "bob_acp.timestamps", "bob_acp.fswatch", "bob_acp.plain_yaml", "bob_acp"]),
     ("transport", ["bob_acp.jsonrpc"]),
 ]
 

@@ -21,7 +21,8 @@ def watching(monkeypatch):
     """A watcher of this test's own, and the server's way of looking: once per read of input."""
     watcher = fswatch.Watcher()
     monkeypatch.setattr(fswatch, "_watcher", [watcher])
-    monkeypatch.setattr(fswatch, "_at_input", [fswatch._UNSET])
+    monkeypatch.setattr(fswatch, "_reads", [0])
+    monkeypatch.setattr(fswatch, "_looked", [(-1, 0)])
     yield fswatch.input_read  # what the reader calls after each read: "a request came in"
     watcher.close()
 
@@ -29,6 +30,16 @@ def watching(monkeypatch):
 def moved(look, before):
     look()
     return fswatch.generation() != before
+
+
+def test_between_two_reads_of_input_the_folders_are_looked_at_once(watching, tmp_path):
+    assert fswatch.watch_path(str(tmp_path))
+    watching()
+    start = fswatch.generation()
+    (tmp_path / "x").write_text("x")
+    assert fswatch.generation() == start  # the requests of that read: as it found things
+    watching()
+    assert fswatch.generation() == start + 1
 
 
 def test_a_watcher_sees_entries_of_a_folder_and_only_the_names_asked_for_above_it(watching, tmp_path):
@@ -90,7 +101,7 @@ def test_a_link_on_the_way_is_followed_and_where_it_leads_is_watched_too(watchin
 def test_without_a_look_at_input_each_caller_looks_for_itself(monkeypatch, tmp_path):
     watcher = fswatch.Watcher()
     monkeypatch.setattr(fswatch, "_watcher", [watcher])
-    monkeypatch.setattr(fswatch, "_at_input", [fswatch._UNSET])
+    monkeypatch.setattr(fswatch, "_reads", [0])
     try:
         assert fswatch.watch_path(str(tmp_path))
         start = fswatch.generation()
@@ -102,7 +113,6 @@ def test_without_a_look_at_input_each_caller_looks_for_itself(monkeypatch, tmp_p
 
 def test_it_is_set_up_only_once_asked_often_and_never_where_it_cannot_be(monkeypatch):
     monkeypatch.setattr(fswatch, "_watcher", [])
-    monkeypatch.setattr(fswatch, "_at_input", [fswatch._UNSET])
     monkeypatch.setattr(fswatch, "_asked", [0])
     made = []
     monkeypatch.setattr(fswatch, "watcher", lambda: made.append(1))

@@ -40,6 +40,7 @@ class Opener:
         self.env = env  # what MCP servers start with (secrets dropped)
         self.hidden_env = hidden_env  # variables an editor's terminal must not pass on (the model's key)
         self._openings: dict[Workspace, tuple] = {}  # ws -> ((fswatch generation, day), catalog, tools, prompt)
+        self._spares: dict[Workspace, tuple] = {}  # ws -> (prompt, tools, a conversation made ahead: prepare())
 
     def make(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None = None) -> Session:
         engine = self.engine()
@@ -55,11 +56,27 @@ class Opener:
             catalog, toolset, prompt = self.opening(ws)
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
-        conv = engine.new_conversation(ws, catalog, stored, toolset, prompt)
+        spare = self._spares.pop(ws, None) if stored is None and started is None else None
+        if spare is not None and spare[0] is prompt and spare[1] is toolset:
+            conv = spare[2]  # made ahead, from what is still the workspace's opening
+        else:
+            conv = engine.new_conversation(ws, catalog, stored, toolset, prompt)
         conv.client = self.client_port(sid)
         session = Session(sid, conv, catalog)
         session.mcp = started
         return session
+
+    def prepare(self, ws: Workspace) -> None:
+        """Once a session/new is answered: the conversation of the next one in this workspace,
+        made ahead while the client reads (an editor that opened one session often opens
+        another: a new thread, a subagent). Taken only while the opening it was made from is
+        still the workspace's (the same prompt and tools); never shared."""
+        if ws in self._spares:
+            return
+        catalog, toolset, prompt = self.opening(ws)
+        if len(self._spares) >= 64:
+            self._spares.clear()
+        self._spares[ws] = (prompt, toolset, self.engine().new_conversation(ws, catalog, None, toolset, prompt))
 
     def opening(self, ws: Workspace) -> tuple[Catalog, ToolSet, str]:
         """A workspace's skills, tools and system prompt (without MCP servers), kept while its

@@ -242,4 +242,11 @@ class AgentServer:
                       session=sid, cwd=ws.cwd, more_roots=also, mcp_servers=len(servers),
                       mcp="started" if self.cfg.mcp.enabled else "ignored")
         self.table.save(session)
-        return Reply(self.opener.result(session, {"sessionId": sid}), after=lambda: self.opener.send_commands(session))
+        if servers and self.cfg.mcp.enabled:
+            return Reply(self.opener.result(session, {"sessionId": sid}), after=lambda: self.opener.send_commands(session))
+
+        def after() -> None:
+            self.opener.send_commands(session)
+            self.opener.prepare(ws)
+
+        return Reply(self.opener.result(session, {"sessionId": sid}), after=after)

@@ -447,8 +447,10 @@ class Endpoint:
                 if run is _STOP:
                     return
                 held.frames = []
+                last = run[-1][0]
                 try:
                     for msg, msg_size in run:
+                        held.last = msg is last
                         with self._inbox_lock:  # (a frame is pending until it is dispatched)
                             self._inbox_frames -= 1
                             self._inbox_bytes -= msg_size
@@ -458,6 +460,7 @@ class Endpoint:
                         if len(held.frames) >= HELD_FRAMES:
                             self._write_held()
                 finally:
+                    held.last = False
                     self._write_batch(None)
         finally:
             self._dispatcher_done.set()
@@ -564,7 +567,9 @@ class Endpoint:
             return self._respond_error(msg_id, RpcError.internal_error())
         if not isinstance(result, Reply):
             return self._respond(msg_id, result, give_up)
-        # The response and what follows it: one write (within the dispatcher's, when it holds frames).
+        # The response and what follows it: one write (within the dispatcher's, when it holds
+        # frames), unless nothing else waits: the response is then written first, so that its
+        # round trip is not longer by what follows it.
         own_batch = result.after is not None and getattr(self._batch, "frames", None) is None
         if own_batch:
             self._batch.frames = []
@@ -582,6 +587,8 @@ class Endpoint:
             self._respond_error(msg_id, RpcError.internal_error())
         else:
             if result.after is not None:
+                if not own_batch and getattr(self._batch, "last", False) and self._inbox.empty():
+                    self._write_held()
                 try:
                     result.after()
                 except Exception:
