@@ -14,17 +14,18 @@ class Workspace:
     """(A plain class, not a dataclass: session/new's module imports it, and start-up does not
     import dataclasses.)"""
 
-    __slots__ = ("cwd", "more")
+    __slots__ = ("cwd", "more", "_hash")
 
     def __init__(self, cwd: str, more: tuple[str, ...] = ()):
         self.cwd = cwd  # absolute
         self.more = more  # further absolute roots, in the client's order, without cwd
+        self._hash = hash((cwd, more))  # (a key of several caches at every session/new; never changed)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Workspace) and (self.cwd, self.more) == (other.cwd, other.more)
+        return self is other or (isinstance(other, Workspace) and self.cwd == other.cwd and self.more == other.more)
 
     def __hash__(self) -> int:
-        return hash((self.cwd, self.more))
+        return self._hash
 
     def __repr__(self) -> str:
         return f"Workspace({self.cwd!r}, {self.more!r})"

@@ -58,3 +58,36 @@ def test_no_line_is_lost_when_many_threads_log_at_once(tmp_path):
 def test_session_ids_never_repeat_within_a_process_even_thousands_a_second():
     ids = [sessions.new_id() for _ in range(200_000)]
     assert len(set(ids)) == len(ids) and all(sessions.valid_id(i) for i in ids[:1000])
+
+
+def test_the_plain_console_line_is_the_line_the_processors_render():
+    """The common event skips structlog's pipeline: the same line, character for character."""
+    import io
+
+    get_logger = log._configure(10, "console", io.StringIO())
+    logger = get_logger("t").bind()
+    log.add_secret(SECRET)
+    events = [
+        ("info", "[acp] session {session}: new in {cwd}{more_roots}; {mcp_servers} MCP server(s) {mcp}",
+         {"session": "s1", "cwd": "/p", "more_roots": "", "mcp_servers": 0, "mcp": "ignored"}),
+        ("warning", "[acp] input closed: bye", {}),
+        ("error", "text with {braces} and no fields", {}),
+        ("debug", "key {k} is {v}", {"k": "token", "v": SECRET}),
+        ("info", "{level} is the event's own", {"level": "x"}),
+        ("info", "a field left over {a}", {"a": 1, "b": 2}),
+        ("info", "{0} positional", {"x": 1}),
+        ("info", "not a template", {"x": 1}),
+        ("info", "with detail {a}", {"a": 1, "detail": "Traceback"}),
+    ]
+    checked = 0
+    for method, event, fields in events:
+        at = 1764763200.125
+        plain = log._plain_line(method, event, {**fields, "_at": at})
+        log._pending.lines.clear()
+        getattr(logger, method)(event, **{**fields, "_at": at})
+        rendered = log._pending.lines.pop()
+        if plain is not None:
+            assert plain == rendered, (event, plain, rendered)
+            checked += 1
+    assert checked >= 5
+    assert SECRET not in log._plain_line("info", "k {v}", {"v": SECRET, "_at": 1.0})

@@ -71,9 +71,10 @@ class Opener:
         made ahead while the client reads (an editor that opened one session often opens
         another: a new thread, a subagent). Taken only while the opening it was made from is
         still the workspace's (the same prompt and tools); never shared."""
-        if ws in self._spares:
+        kept = self._openings.get(ws)  # (made by the session/new just answered; stale: never taken)
+        if kept is None or ws in self._spares:
             return
-        catalog, toolset, prompt = self.opening(ws)
+        _, catalog, toolset, prompt = kept
         if len(self._spares) >= 64:
             self._spares.clear()
         self._spares[ws] = (prompt, toolset, self.engine().new_conversation(ws, catalog, None, toolset, prompt))
