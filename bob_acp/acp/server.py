@@ -237,16 +237,15 @@ class AgentServer:
             if session.mcp is not None:
                 session.mcp.close()
             raise
-        also = f" (and {len(ws.more)} more folder(s))" if ws.more else ""
-        self.log.info("[acp] session {session}: new in {cwd}{more_roots}; {mcp_servers} MCP server(s) {mcp}",
-                      session=sid, cwd=ws.cwd, more_roots=also, mcp_servers=len(servers),
-                      mcp="started" if self.cfg.mcp.enabled else "ignored")
         self.table.save(session)
-        if servers and self.cfg.mcp.enabled:
-            return Reply(self.opener.result(session, {"sessionId": sid}), after=lambda: self.opener.send_commands(session))
 
-        def after() -> None:
+        def after() -> None:  # (once the answer is written: its round trip does not wait for these)
             self.opener.send_commands(session)
-            self.opener.prepare(ws)
+            also = f" (and {len(ws.more)} more folder(s))" if ws.more else ""
+            self.log.info("[acp] session {session}: new in {cwd}{more_roots}; {mcp_servers} MCP server(s) {mcp}",
+                          session=sid, cwd=ws.cwd, more_roots=also, mcp_servers=len(servers),
+                          mcp="started" if self.cfg.mcp.enabled else "ignored")
+            if session.mcp is None:
+                self.opener.prepare(ws)
 
         return Reply(self.opener.result(session, {"sessionId": sid}), after=after)
