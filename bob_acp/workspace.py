@@ -51,12 +51,25 @@ class Workspace:
         return False
 
 
+_known: dict[tuple[str, tuple[str, ...]], Workspace] = {}  # one object per workspace: caches find it by identity
+
+
 def of(cwd: str, more: list[str] | tuple[str, ...] = ()) -> Workspace:
     """The workspace of `cwd` and `more`, duplicates (and cwd itself) left out of `more`."""
+    if not more:
+        known = _known.get((cwd, ()))
+        if known is not None:
+            return known
     seen = {cwd}
     extra = []
     for root in more:
         if root not in seen:
             seen.add(root)
             extra.append(root)
-    return Workspace(cwd, tuple(extra))
+    key = (cwd, tuple(extra))
+    known = _known.get(key)
+    if known is None:
+        if len(_known) >= 1024:
+            _known.clear()
+        known = _known[key] = Workspace(*key)
+    return known

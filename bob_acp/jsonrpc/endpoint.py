@@ -454,7 +454,10 @@ class Endpoint:
                         with self._inbox_lock:  # (a frame is pending until it is dispatched)
                             self._inbox_frames -= 1
                             self._inbox_bytes -= msg_size
-                            if self._reader_waiting:
+                            # A waiting reader is woken once half the room is free, not at each
+                            # frame: under a flood it would wake (and take the GIL) for every one.
+                            if (self._reader_waiting and self._inbox_frames <= MAX_PENDING_FRAMES // 2
+                                    and self._inbox_bytes <= MAX_PENDING_BYTES // 2):
                                 self._room.notify()
                         self._dispatch(msg, msg_size)
                         if len(held.frames) >= HELD_FRAMES:
