@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import threading
 
 TYPE_CHECKING = False
@@ -64,6 +65,7 @@ class Watcher:
         self._names: dict[int, set[str] | None] = {}  # wd -> the entry names that matter (None: all)
         self._generation = 0
         self._full = False
+        self._mounts = _mounts()
 
     def close(self) -> None:
         with self._lock:
@@ -81,6 +83,8 @@ class Watcher:
         """Watch `folder` for changes of these entries (and of itself). False when it cannot be
         watched: it is missing or not a folder (its parent's watch covers its appearance), or no
         watch is left."""
+        if not self._local(folder):
+            return False  # a change made on another machine (NFS, a host's folder in a VM) is no event here
         with self._lock:
             if self._full:
                 return False
@@ -98,6 +102,14 @@ class Watcher:
                 known.update(names)
                 self._names[wd] = known
             return True
+
+    def _local(self, path: str) -> bool:
+        """Whether the file system `path` is on (its innermost mount) is one whose every change
+        is made through this kernel."""
+        for point, kind in self._mounts:
+            if path == point or path.startswith(point if point.endswith("/") else point + "/"):
+                return kind in LOCAL_FILE_SYSTEMS
+        return False
 
     def watch_path(self, path: str, names: Iterable[str] | None = ALL) -> bool:
         """Watch `path` (when it is a folder) and every folder above it for the name that leads
@@ -154,6 +166,29 @@ class Watcher:
             self._generation += 1
 
 
+# File systems whose changes all go through this kernel (inotify sees them). Not NFS, SMB, FUSE,
+# 9p or virtiofs: a file written there by another machine (or a VM's host) would be no event.
+LOCAL_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "f2fs", "zfs", "bcachefs",
+                                "overlay", "reiserfs", "jfs", "vfat", "exfat", "ntfs3", "hfsplus", "ramfs"})
+
+
+def _mounts() -> list[tuple[str, str]]:
+    """(mount point, file system type), the innermost first (the longest point)."""
+    found = []
+    try:
+        with open("/proc/self/mounts", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) >= 3:  # (a space in a mount point is written \040)
+                    point = fields[1]
+                    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+                        point = point.replace(code, char)
+                    found.append((point, fields[2]))
+    except OSError:
+        return []
+    return sorted(reversed(found), key=lambda mount: len(mount[0]), reverse=True)  # (the later of two at a point wins)
+
+
 _watcher: list[Watcher | None] = []
 _start_lock = threading.Lock()
 
@@ -164,10 +199,10 @@ def watcher() -> Watcher | None:
         with _start_lock:
             if not _watcher:
                 made: Watcher | None = None
-                if hasattr(os, "pipe2") and os.uname().sysname == "Linux" and not os.environ.get("BOB_NO_INOTIFY"):
+                if sys.platform.startswith("linux") and not os.environ.get("BOB_NO_INOTIFY"):
                     try:
                         made = Watcher()
-                    except (OSError, AttributeError):
+                    except Exception:  # no inotify here (no libc, no instance left): stats, as before
                         made = None
                 _watcher.append(made)
     return _watcher[0]

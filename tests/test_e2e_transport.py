@@ -39,7 +39,7 @@ def test_initialize_answers_exactly_and_logs_the_client(spawn_bob):
         "agentInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__},
         "authMethods": [],
     }
-    assert __version__ == "0.14.0"
+    assert __version__ == "0.15.0"
     line = next(line for line in bob.wait_stderr("[acp] initialize: client zed 0.201.0, protocol 3").splitlines()
                 if "[acp] initialize" in line)
     import datetime
@@ -58,7 +58,7 @@ def test_a_5_mib_line_is_refused_without_holding_it_and_the_next_frame_is_answer
     bob = spawn_bob()
     bob.initialize()
     bob.wait_stderr("[acp] initialize")  # warmed up: the log thread has loaded structlog
-    bob.wait_stderr("bob 0.14.0")
+    bob.wait_stderr("bob 0.15.0")
     before = vm(bob.pid, "VmHWM")
     bob.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"' + b"x" * (5 << 20) + b'"}}\n')
     frame = bob.read_frame()

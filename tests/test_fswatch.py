@@ -98,6 +98,23 @@ def test_a_link_on_the_way_is_followed_and_where_it_leads_is_watched_too(watchin
     assert moved(watching, start)
 
 
+def test_a_folder_on_a_network_or_fuse_file_system_is_never_trusted_to_be_watched(watching, monkeypatch, tmp_path):
+    """Changes made there by another machine (or a VM's host) are no inotify event: stats."""
+    watcher = fswatch._watcher[0]
+    monkeypatch.setattr(watcher, "_mounts", [(str(tmp_path / "nfs"), "nfs4"), ("/", "ext4")])
+    (tmp_path / "nfs" / "skills").mkdir(parents=True)
+    (tmp_path / "local").mkdir()
+    assert not fswatch.watch_path(str(tmp_path / "nfs" / "skills"))
+    assert fswatch.watch_path(str(tmp_path / "local"))
+    cfg = config.defaults()
+    cwd = tmp_path / "nfs"
+    watching()
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert "deploy" not in skills.discover(str(cwd), cfg, env).skills
+    add_skill(cwd / ".bob" / "skills", "deploy", "Ship it.")
+    assert "deploy" in skills.discover(str(cwd), cfg, env).skills  # (no new read: stats found it)
+
+
 def test_without_a_look_at_input_each_caller_looks_for_itself(monkeypatch, tmp_path):
     watcher = fswatch.Watcher()
     monkeypatch.setattr(fswatch, "_watcher", [watcher])

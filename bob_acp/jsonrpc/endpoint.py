@@ -424,16 +424,26 @@ class Endpoint:
             self._hand(run, size)
 
     def _hand(self, run: list, size: int, urgent: bool = False) -> None:
-        with self._inbox_lock:
-            while (not urgent and not self._closed.is_set() and
-                   (self._inbox_frames >= MAX_PENDING_FRAMES or self._inbox_bytes + size > MAX_PENDING_BYTES)
-                   and self._inbox_frames):
-                self._reader_waiting = True
-                self._room.wait()
-            self._reader_waiting = False
-            self._inbox_frames += len(run)
-            self._inbox_bytes += size
-        self._inbox.put((run, size))
+        """Queue a run, frame by frame within the bound: as many of its frames as there is room
+        for go at once, the reader waits for room for the rest (urgent ones never wait)."""
+        start = 0
+        while start < len(run):
+            with self._inbox_lock:
+                while (not urgent and not self._closed.is_set() and self._inbox_frames and
+                       (self._inbox_frames >= MAX_PENDING_FRAMES
+                        or self._inbox_bytes + run[start][1] > MAX_PENDING_BYTES)):
+                    self._reader_waiting = True  # (the dispatcher clears it when it wakes the reader)
+                    self._room.wait()
+                self._reader_waiting = False
+                end, added = start + 1, run[start][1]  # (one frame always goes: there is room, or nothing waits)
+                while end < len(run) and (urgent or (self._inbox_frames + end - start < MAX_PENDING_FRAMES and
+                                                     self._inbox_bytes + added + run[end][1] <= MAX_PENDING_BYTES)):
+                    added += run[end][1]
+                    end += 1
+                self._inbox_frames += end - start
+                self._inbox_bytes += added
+            self._inbox.put((run[start:end] if start or end < len(run) else run, added))
+            start = end
 
     # ---- dispatcher -----------------------------------------------------------------------
 
@@ -454,10 +464,13 @@ class Endpoint:
                         with self._inbox_lock:  # (a frame is pending until it is dispatched)
                             self._inbox_frames -= 1
                             self._inbox_bytes -= msg_size
-                            # A waiting reader is woken once half the room is free, not at each
-                            # frame: under a flood it would wake (and take the GIL) for every one.
-                            if (self._reader_waiting and self._inbox_frames <= MAX_PENDING_FRAMES // 2
+                            # A waiting reader is woken once there is room for a run (or half the
+                            # bound), not at every frame: under a flood it would wake for each one.
+                            if (self._reader_waiting
+                                    and self._inbox_frames <= MAX_PENDING_FRAMES - min(HANDOFF_FRAMES,
+                                                                                       MAX_PENDING_FRAMES // 2)
                                     and self._inbox_bytes <= MAX_PENDING_BYTES // 2):
+                                self._reader_waiting = False
                                 self._room.notify()
                         self._dispatch(msg, msg_size)
                         if len(held.frames) >= HELD_FRAMES:
