@@ -211,8 +211,9 @@ def watcher() -> Watcher | None:
 # inotify costs at the end too: closing an instance that held watches waits for the kernel's
 # grace period (0.2 ms, now and then 10-30 ms, measured here), which an editor waits for when it
 # closes Bob. A few session/new a minute save less than that with it, so it is set up (off the
-# caller's thread) only once the folders have been asked about this many times.
-SET_UP_AFTER = 32
+# caller's thread) only once the folders have been asked about this many times (a session/new
+# asks three to four times: about sixteen sessions).
+SET_UP_AFTER = 64
 _asked = [0]
 _reads = [0]  # reads of input so far, counted by a server's reader (input_read)
 _looked: list[tuple[int, int]] = [(-1, 0)]  # (the reads counted when the last look began, what it found)
