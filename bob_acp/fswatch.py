@@ -6,17 +6,19 @@ give that, several per session; this gives it with one poll. A cache entry keeps
 `generation()` taken before its value was computed, and its computation calls `watch()` on
 each folder before reading it (watch, then read: a change before the watch is seen by the read,
 one after it is an event). Any event on a name a cache depends on moves the generation on, so
-every entry made before it is stale. `generation()` drains the events the kernel has queued so
-far: a change made before a request was sent is always seen by that request.
+every entry made before it is stale. In the server, the events are read once per read of its
+input (input_read), when a request first asks: the kernel queues an event when the change is
+made, so a change made before a request was sent is always seen by that request.
 
-Where inotify is not there (another system, no watches left, a folder that cannot be watched),
-`generation()` is None or `watch()` is False and the callers look with stats as before.
+Where inotify is not there or not yet worth it (another system; the first few sessions: closing
+an instance at exit can cost tens of milliseconds), where a folder cannot be watched or lies on
+a network or FUSE file system (whose remote changes are no event here), `generation()` is None
+or `watch()` is False and the callers look with stats as before.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import threading
 
@@ -34,7 +36,6 @@ IN_CLOEXEC, IN_NONBLOCK = 0o2000000, 0o4000
 MASK = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 _SELF = IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_IGNORED
-_EVENT = struct.Struct("iIII")
 
 ALL = None  # watch() names: every entry of the folder matters
 MAX_WATCHES = 4096  # past it, nothing new is watched (the callers look with stats)
@@ -44,7 +45,9 @@ _BUFFER = 64 * 1024  # bytes of events read at once (an event: 16 bytes and a na
 class Watcher:
     def __init__(self) -> None:
         import ctypes
+        import struct
 
+        self._event = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (a name follows)
         libc = ctypes.CDLL(None, use_errno=True)
         self._add = libc.inotify_add_watch
         self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
@@ -139,9 +142,10 @@ class Watcher:
         for _ in range(16):  # (past 1 MiB of events at once: taken as a change, the rest read next time)
             offset = 0
             while offset < len(data):
-                wd, mask, _cookie, size = _EVENT.unpack_from(data, offset)
-                name = data[offset + _EVENT.size: offset + _EVENT.size + size].rstrip(b"\0")
-                offset += _EVENT.size + size
+                wd, mask, _cookie, size = self._event.unpack_from(data, offset)
+                head = offset + self._event.size
+                name = data[head: head + size].rstrip(b"\0")
+                offset = head + size
                 if mask & IN_Q_OVERFLOW:
                     changed = True
                 elif mask & _SELF:
