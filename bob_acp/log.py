@@ -251,7 +251,10 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
 
     def emit(method: str, name: str, event: str, fields: dict) -> None:
         if plain:
-            line = _plain_line(method, event, fields)
+            try:
+                line = _plain_line(method, event, fields)
+            except Exception:  # (a field whose formatting fails: the processors say so, as before)
+                line = None
             if line is not None:
                 _pending.lines.append(line)
                 return
