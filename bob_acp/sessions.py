@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from bob_acp import history, jsontext
 from bob_acp.atomic import NotRegular, atomic_write, open_regular
 from bob_acp.jsontext import mapping
-from bob_acp.timestamps import iso, utc_now
+from bob_acp.timestamps import PerSecond, iso, utc_now
 
 if TYPE_CHECKING:
     from bob_acp.log import Logger
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 VERSION = 3
 VERSIONS = (1, 2, 3)
 SESSION_ID_RE = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
+ID_STAMP = "%Y%m%d-%H%M%S"  # an id's time part (ids sort by time)
 MAX_FILE_BYTES = 512 * 1024 * 1024
 HEAD_BYTES = 16 * 1024  # what a listing reads of each file
 MAX_TITLE = 80
@@ -67,19 +68,11 @@ _id_start, _id_step = _seed.getrandbits(32), _seed.getrandbits(32) | 1
 _id_count = itertools.count()  # (next() on it is atomic: threads never draw the same number)
 
 
-_stamp: list[tuple[int, str]] = [(-1, "")]  # the last second's stamp (one tuple, swapped whole)
+_id_second = PerSecond(ID_STAMP)
 
 
 def new_id(now: datetime.datetime | None = None) -> str:
-    if now is None:  # (time.gmtime and %, once a second: several times cheaper than datetime.strftime)
-        second = int(time.time())
-        known, stamp = _stamp[0]
-        if known != second:
-            t = time.gmtime(second)
-            stamp = "%04d%02d%02d-%02d%02d%02d" % (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
-            _stamp[0] = (second, stamp)
-    else:
-        stamp = now.strftime("%Y%m%d-%H%M%S")
+    stamp = _id_second(int(time.time())) if now is None else now.strftime(ID_STAMP)
     return f"{stamp}-{(_id_start + next(_id_count) * _id_step) & 0xFFFFFFFF:08x}"
 
 

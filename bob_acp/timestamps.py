@@ -5,17 +5,32 @@ from __future__ import annotations
 
 import time
 
-_second: list[tuple[int, str]] = [(-1, "")]  # the last whole second formatted (log lines come many a second)
+
+class PerSecond:
+    """A whole second in UTC as `fmt` writes it (time.strftime), formatted once a second: log
+    lines and session ids come many a second. One tuple, swapped whole: threads never see half."""
+
+    __slots__ = ("_fmt", "_last")
+
+    def __init__(self, fmt: str):
+        self._fmt = fmt
+        self._last: tuple[int, str] = (-1, "")
+
+    def __call__(self, whole: int) -> str:
+        known, text = self._last
+        if known != whole:
+            text = time.strftime(self._fmt, time.gmtime(whole))
+            self._last = (whole, text)
+        return text
+
+
+_iso_second = PerSecond("%Y-%m-%dT%H:%M:%S")
 
 
 def iso(seconds: float) -> str:
     """`seconds` since the epoch, in UTC (time.gmtime and %: several times cheaper than datetime)."""
     whole = int(seconds // 1)
-    known, text = _second[0]  # (one tuple, swapped whole: threads never see half of it)
-    if known != whole:
-        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-        _second[0] = (whole, text)
-    return f"{text}.{int((seconds - whole) * 1e6):06d}Z"
+    return f"{_iso_second(whole)}.{int((seconds - whole) * 1e6):06d}Z"
 
 
 def utc_now() -> str:
