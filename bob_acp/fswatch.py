@@ -24,7 +24,19 @@ import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
+    from typing import Generic, Iterable, TypeVar
+
+    K = TypeVar("K")
+    V = TypeVar("V")
+
+    class _Typed(Generic[K, V]):
+        pass
+else:  # at run time: typing stays out of start-up (~9 ms); Kept[...] is for the type checker
+    K = V = None
+
+    class _Typed:
+        def __class_getitem__(cls, _item: object) -> type:
+            return cls
 
 # <sys/inotify.h>
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE = 0x2, 0x4, 0x8
@@ -191,6 +203,37 @@ def _mounts() -> list[tuple[str, str]]:
     except OSError:
         return []
     return sorted(reversed(found), key=lambda mount: len(mount[0]), reverse=True)  # (the later of two at a point wins)
+
+
+class Kept(_Typed[K, V]):
+    """Values read from watched folders, each kept with the generation (or any stamp) it was
+    read at, and given back only for that same stamp: the one cache of every reader here.
+    Bounded (emptied when full); safe from any thread."""
+
+    def __init__(self, bound: int):
+        self._values: dict[K, tuple[object, V]] = {}
+        self._bound = bound
+        self._lock = threading.Lock()
+
+    def get(self, key: K, stamp: object) -> V | None:
+        """The value kept for `key` at `stamp`; None when there is none (or stamp is None)."""
+        if stamp is None:
+            return None
+        with self._lock:
+            kept = self._values.get(key)
+        return kept[1] if kept is not None and kept[0] == stamp else None
+
+    def keep(self, key: K, stamp: object, value: V) -> None:
+        with self._lock:
+            if len(self._values) >= self._bound:
+                self._values.clear()
+            self._values[key] = (stamp, value)
+
+    def last(self, key: K) -> V | None:
+        """The value kept for `key` at whatever stamp (a caller that checks it by itself)."""
+        with self._lock:
+            kept = self._values.get(key)
+        return None if kept is None else kept[1]
 
 
 _watcher: list[Watcher | None] = []

@@ -114,21 +114,17 @@ def discover(cwd: str, cfg: Config, env: dict | None = None, more: tuple[str, ..
     if generation is None:
         return _discover(places)
     key = tuple(places)
-    with _cache_lock:
-        cached = _watched.get(key)
-    if cached is not None and cached[0] == generation:
-        return cached[1]
+    cached = _watched.get(key, generation)
+    if cached is not None:
+        return cached
     watched = _watch(places)
     catalog = _discover(places)
     if watched:
-        with _cache_lock:
-            if len(_watched) >= MAX_CACHED_CATALOGS:
-                _watched.clear()
-            _watched[key] = (generation, catalog)
+        _watched.keep(key, generation, catalog)
     return catalog
 
 
-_watched: dict[tuple, tuple[int, Catalog]] = {}  # places -> (fswatch generation, catalogue)
+_watched: fswatch.Kept[tuple, Catalog] = fswatch.Kept(MAX_CACHED_CATALOGS)  # places -> catalogue
 
 
 def _watch(places: list[tuple[str, str]]) -> bool:

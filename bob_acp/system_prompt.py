@@ -122,7 +122,7 @@ def _level(folder: str) -> tuple[bool, bool]:
 
 
 AGENT_NAMES = (".git", "AGENTS.md")  # what a folder of the walk is looked at for
-_found: dict[str, tuple[int, list[tuple[str, str]]]] = {}  # cwd -> (fswatch generation, agents_files)
+_found: fswatch.Kept[str, list[tuple[str, str]]] = fswatch.Kept(1024)  # cwd -> agents_files
 
 
 def agents_files(cwd: str) -> list[tuple[str, str]]:
@@ -131,16 +131,12 @@ def agents_files(cwd: str) -> list[tuple[str, str]]:
     generation = fswatch.generation()
     if generation is None:
         return _agents_files(cwd, False)[0]
-    with _cache_lock:
-        cached = _found.get(cwd)
-    if cached is not None and cached[0] == generation:
-        return cached[1]
+    cached = _found.get(cwd, generation)
+    if cached is not None:
+        return cached
     found, watched = _agents_files(cwd, True)
     if watched:
-        with _cache_lock:
-            if len(_found) > 1024:
-                _found.clear()
-            _found[cwd] = (generation, found)
+        _found.keep(cwd, generation, found)
     return found
 
 

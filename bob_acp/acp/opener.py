@@ -39,7 +39,7 @@ class Opener:
         self.selectors = selectors
         self.env = env  # what MCP servers start with (secrets dropped)
         self.hidden_env = hidden_env  # variables an editor's terminal must not pass on (the model's key)
-        self._openings: dict[Workspace, tuple] = {}  # ws -> ((fswatch generation, day), catalog, tools, prompt)
+        self._openings: fswatch.Kept[Workspace, tuple[Catalog, ToolSet, str]] = fswatch.Kept(256)  # at (generation, day)
         self._spares: dict[Workspace, tuple] = {}  # ws -> (prompt, tools, a conversation made ahead: prepare())
 
     def make(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None = None) -> Session:
@@ -71,10 +71,10 @@ class Opener:
         made ahead while the client reads (an editor that opened one session often opens
         another: a new thread, a subagent). Taken only while the opening it was made from is
         still the workspace's (the same prompt and tools); never shared."""
-        kept = self._openings.get(ws)  # (made by the session/new just answered; stale: never taken)
+        kept = self._openings.last(ws)  # (made by the session/new just answered; stale: never taken)
         if kept is None or ws in self._spares:
             return
-        _, catalog, toolset, prompt = kept
+        catalog, toolset, prompt = kept
         if len(self._spares) >= 64:
             self._spares.clear()
         self._spares[ws] = (prompt, toolset, self.engine().new_conversation(ws, catalog, None, toolset, prompt))
@@ -84,17 +84,15 @@ class Opener:
         folders are unchanged (fswatch) on the same day: the next session/new in the same
         folder takes them as they are."""
         generation = fswatch.generation()
-        day = system_prompt.today()
-        kept = self._openings.get(ws)
-        if kept is not None and generation is not None and kept[0] == (generation, day):
-            return kept[1], kept[2], kept[3]
+        stamp = None if generation is None else (generation, system_prompt.today())
+        kept = self._openings.get(ws, stamp)
+        if kept is not None:
+            return kept
         catalog = skills.discover(ws.cwd, self.cfg, self.env, ws.more)
         toolset: ToolSet = tools.for_config(self.cfg)
         prompt = system_prompt.build(ws, catalog, tools=toolset.names())
-        if generation is not None:
-            if len(self._openings) >= 256:
-                self._openings.clear()
-            self._openings[ws] = ((generation, day), catalog, toolset, prompt)
+        if stamp is not None:
+            self._openings.keep(ws, stamp, (catalog, toolset, prompt))
         return catalog, toolset, prompt
 
     def client_port(self, sid: str) -> EditorClient | None:

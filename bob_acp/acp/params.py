@@ -30,13 +30,13 @@ def cwd_param(params: dict) -> str:
     return _folder(required_str(params, "cwd"), "cwd")
 
 
-_folders: dict[str, tuple[int, str]] = {}  # path -> (fswatch generation, the folder) while nothing changed
+_folders: fswatch.Kept[str, str] = fswatch.Kept(1024)  # path -> the folder, while nothing changed
 
 
 def _folder(path: str, name: str) -> str:
-    cached = _folders.get(path)  # (a path kept here passed the checks below)
-    if cached is not None and cached[0] == fswatch.generation():
-        return cached[1]
+    cached = _folders.get(path, fswatch.generation())  # (a path kept here passed the checks below)
+    if cached is not None:
+        return cached
     if not os.path.isabs(path):
         raise RpcError.invalid_params(f"{name}: must be an absolute path, got {path[:200]!r}")
     if "\0" in path:
@@ -47,9 +47,7 @@ def _folder(path: str, name: str) -> str:
     if not os.path.isdir(path):
         raise RpcError.invalid_params(f"{name}: not a directory: {path[:200]!r}")
     if watched:
-        if len(_folders) > 1024:
-            _folders.clear()
-        _folders[path] = (generation, folder)  # type: ignore[assignment]
+        _folders.keep(path, generation, folder)
     return folder
 
 
