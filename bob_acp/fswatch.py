@@ -136,11 +136,15 @@ class Watcher:
             ok = self._chain(real, names) and ok
         return ok
 
+    def covered(self, folder: str, names: Iterable[str] | None = ALL) -> bool:
+        """Watched, or no folder (its appearance is an event of the folder above)."""
+        return self.watch(folder, names) or not os.path.isdir(folder)
+
     def _chain(self, path: str, names: Iterable[str] | None) -> bool:
         ok = True
         folder, wanted = path, names
         while True:
-            if not self.watch(folder, wanted) and os.path.isdir(folder):
+            if not self.covered(folder, wanted):
                 ok = False
             parent = os.path.dirname(folder)
             if parent == folder:
@@ -298,7 +302,7 @@ def input_read() -> None:
 
 def watch(folder: str, names: Iterable[str] | None = ALL) -> bool:
     found = watcher()
-    return found is not None and (found.watch(folder, names) or not os.path.isdir(folder))
+    return found is not None and found.covered(folder, names)
 
 
 def watch_path(path: str, names: Iterable[str] | None = ALL) -> bool:

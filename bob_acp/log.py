@@ -18,7 +18,7 @@ from bob_acp.timestamps import iso
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterable, MutableMapping, TextIO
+    from typing import Any, Callable, Iterable, Mapping, MutableMapping, TextIO
 
 # The standard library's numbers, without importing `logging` at start-up.
 DEBUG, INFO, WARNING, ERROR = 10, 20, 30, 40
@@ -89,15 +89,23 @@ def _fill_processor(_logger: object, _name: str, event: MutableMapping[str, Any]
     session=sid`) as its text, the fields kept beside it: the console shows the line, JSON has
     both. A template whose names are not all given is left as it is."""
     template = event.get("event")
-    if type(template) is str and "{" in template:
-        used = _names(template)
-        if used and used <= event.keys() and not used & _OWN:  # (its own fields given, not the event's)
-            try:
-                event["event"] = template.format_map({name: event[name] for name in used})
-                event["_shown"] = used
-            except (ValueError, KeyError, IndexError, AttributeError):
-                pass  # not a template after all: the text as it came
+    if type(template) is str:
+        filled = _filled(template, event)
+        if filled is not None:
+            event["event"], event["_shown"] = filled
     return event
+
+
+def _filled(template: str, fields: Mapping[str, Any]) -> tuple[str, frozenset[str]] | None:
+    """(the text, the names it used) of a template whose fields are all given (its own, not
+    the event's); None when it is not such a template (the text is then shown as it came)."""
+    used = _names(template) if "{" in template else frozenset()
+    if not used or used & _OWN or not used <= fields.keys():
+        return None
+    try:
+        return template.format_map({name: fields[name] for name in used}), used
+    except (ValueError, KeyError, IndexError, AttributeError):
+        return None
 
 
 _OWN = frozenset({"event", "level", "timestamp", "_at"})  # what every event has: not a template's fields
@@ -135,13 +143,10 @@ def _plain_line(method: str, event: object, fields: dict) -> str | None:
         return None
     text = event
     if len(fields) > ("_at" in fields):
-        used = _names(event) if "{" in event else frozenset()
-        if not used or used & _OWN or not used <= fields.keys():
+        filled = _filled(event, fields)
+        if filled is None:
             return None
-        try:
-            text = event.format_map({name: fields[name] for name in used})
-        except (ValueError, KeyError, IndexError, AttributeError):
-            return None
+        text = filled[0]
     line = f"{iso(fields.get('_at') or time.time())} [{method:<9}] {text}"
     return _redact_line(None, method, line)
 

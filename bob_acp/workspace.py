@@ -56,17 +56,7 @@ _known: dict[tuple[str, tuple[str, ...]], Workspace] = {}  # one object per work
 
 def of(cwd: str, more: list[str] | tuple[str, ...] = ()) -> Workspace:
     """The workspace of `cwd` and `more`, duplicates (and cwd itself) left out of `more`."""
-    if not more:
-        known = _known.get((cwd, ()))
-        if known is not None:
-            return known
-    seen = {cwd}
-    extra = []
-    for root in more:
-        if root not in seen:
-            seen.add(root)
-            extra.append(root)
-    key = (cwd, tuple(extra))
+    key = (cwd, tuple(dict.fromkeys(root for root in more if root != cwd)))  # (the first of each, in order)
     known = _known.get(key)
     if known is None:
         if len(_known) >= 1024:
