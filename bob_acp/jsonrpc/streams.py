@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from typing import IO, Callable, Iterator
 
 MAX_FRAME = 4 * 1024 * 1024  # bytes in one line, newline excluded
-_DISCARD_CHUNK = 64 * 1024
+_LINE_CHUNK = 64 * 1024  # what a stream without a descriptor is asked for at once
 MAX_BACKLOG = 16 * 1024 * 1024  # bytes of output waiting for a slow client before senders wait
 
 
@@ -56,29 +56,23 @@ def read_frames(stream: IO[bytes], max_frame: int = MAX_FRAME, marks: bool = Fal
     except (AttributeError, OSError, ValueError):
         fd = -1
     if fd >= 0:
-        yield from _fd_frames(fd, max_frame, marks, on_read)
-        return
-    for frame in _stream_frames(stream, max_frame):
-        if on_read is not None:
-            on_read()
-        yield frame
-        if marks:
-            yield FLUSH
+        yield from _frames(_patient_read(fd), READ_SIZE, max_frame, marks, on_read)
+    else:  # (a test's BytesIO, the chat's tee): a line, or a part of one, at a time
+        yield from _frames(_patient_readline(stream), _LINE_CHUNK, max_frame, marks, on_read)
 
 
 READ_SIZE = 256 * 1024
 
 
-def _fd_frames(fd: int, max_frame: int, marks: bool,
-               on_read: Callable[[], None] | None) -> Iterator[bytes | Oversized | Flush]:
-    """read_frames on a descriptor: one read takes whatever the client has written (up to
-    READ_SIZE), every whole line in it is given, and the start of the next is kept."""
-    read = _patient_read(fd)
+def _frames(read: Callable[[int], bytes], size: int, max_frame: int, marks: bool,
+            on_read: Callable[[], None] | None) -> Iterator[bytes | Oversized | Flush]:
+    """Each read takes what is there (up to `size`: on a descriptor, whatever the client has
+    written), every whole line in it is given, and the start of the next is kept."""
     partial = bytearray()  # the start of a line whose end has not come (at most max_frame bytes)
     over = 0  # > 0: the size so far of a line past the cap, being thrown away
     head = tail = b""
     while True:
-        chunk = read(READ_SIZE)
+        chunk = read(size)
         if not chunk:
             break
         if on_read is not None:
@@ -137,45 +131,6 @@ def _patient_read(fd: int) -> Callable[[int], bytes]:
                 select.select([fd], [], [])
 
     return patient
-
-
-def _stream_frames(stream: IO[bytes], max_frame: int) -> Iterator[bytes | Oversized]:
-    """read_frames on a stream without a descriptor (a test's BytesIO), line by line."""
-    readline = _patient_readline(stream)
-    while True:
-        chunk = readline(_DISCARD_CHUNK)
-        if not chunk:
-            return
-        if chunk.endswith(b"\n") and len(chunk) <= max_frame + 1:
-            yield chunk[:-1]  # the common case: a whole line in one read, one copy
-            continue
-        line = bytearray()
-        oversized = 0
-        head = tail = b""
-        while True:
-            ended = chunk.endswith(b"\n")
-            size = len(chunk) - ended
-            if oversized:
-                oversized += size
-                tail = (tail + chunk[:size])[-EDGE:]
-            elif len(line) + size > max_frame:
-                oversized = len(line) + size
-                head = bytes(line[:EDGE]) + chunk[:EDGE - min(len(line), EDGE)]
-                tail = (bytes(line[-EDGE:]) + chunk[max(0, size - EDGE):size])[-EDGE:]
-                line = bytearray()
-            else:
-                line += chunk[:size]
-            if ended:
-                break
-            chunk = readline(_DISCARD_CHUNK)
-            if not chunk:
-                break
-        if oversized:
-            yield Oversized(oversized, head, tail)
-        elif line:
-            yield bytes(line)
-        if not chunk:
-            return
 
 
 def _patient_readline(stream: IO[bytes]) -> Callable[[int], bytes]:
