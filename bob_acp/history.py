@@ -159,28 +159,35 @@ def _unanswered(call: dict) -> dict:
 
 
 def _valid(messages: list[dict]) -> bool:
-    pending: set[str] = set()
+    """(A model may give two calls one id: each result answers one call, as in repaired().)"""
+    pending: list[str] = []
     for message in messages:
         if message["role"] == "tool":
             if message["tool_call_id"] not in pending:
                 return False
-            pending.discard(message["tool_call_id"])
+            pending.remove(message["tool_call_id"])
             continue
         if pending:
             return False
         if message["role"] == "assistant":
-            pending = {call["id"] for call in message.get("tool_calls", ())}
+            pending = [call["id"] for call in message.get("tool_calls", ())]
     return not pending
 
 
 def unanswered_calls(messages: list[dict]) -> list[dict]:
     """Tool calls of the last assistant message that have no result yet."""
-    answered = set()
+    answered: list[str] = []  # (each result answers one call: a model may give two calls one id)
     for message in reversed(messages):
         if message["role"] == "tool":
-            answered.add(message["tool_call_id"])
+            answered.append(message["tool_call_id"])
         elif message["role"] == "assistant":
-            return [c for c in message.get("tool_calls", ()) if c["id"] not in answered]
+            unanswered = []
+            for call in message.get("tool_calls", ()):
+                if call["id"] in answered:
+                    answered.remove(call["id"])
+                else:
+                    unanswered.append(call)
+            return unanswered
         else:
             return []
     return []

@@ -8,7 +8,7 @@ import time
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bob_acp import config, history, sessions, workspace
@@ -267,6 +267,7 @@ texts = st.text(max_size=30).map(lambda t: t.replace("\x00", ""))
 @given(replies=st.lists(st.tuples(texts, st.lists(st.tuples(tool_ids, st.sampled_from(["bash", "nope", "read_skill"]),
                                                              arguments), max_size=2)), min_size=1, max_size=4),
        question=texts)
+@example(replies=[("", [("0", "bash", {}), ("0", "bash", {})])] * 3, question="")  # a model giving two calls one id
 def test_every_history_the_engine_produces_round_trips_through_save_and_load(tmp_path_factory, replies, question):
     from bob_acp.engine import Engine
 
