@@ -1,57 +1,79 @@
 """Every process Bob starts ends with what started it: a tool call, a session, or Bob itself.
 
-Three mechanisms, because a process can leave its process group (`setsid`), and Bob itself can
-be killed with SIGKILL, which runs none of its own clean-up:
+Bob's processes are started by its supervisor (bob_acp/supervisor.py, a small process of its
+own), never by Bob directly. The supervisor is the *child subreaper* of all of them: a process
+that leaves its group (`setsid`), double-forks or unsets Bob's owner tag is still below it, and
+when Bob ends in any way (even SIGKILL: the socket between them closes) it kills every one of
+them. What a child cannot drop is its ancestry, so the guarantee holds against all of that.
 
-- Bob is the *child subreaper* of its tree (Linux `prctl`): a process whose parent died is
-  reparented to Bob, not to init, so Bob can find it in its own children list.
-- Every process Bob starts carries `BOB_ACP_OWNER=<Bob's pid>:<label>` in its environment, and
-  so does everything it starts in turn: when a call or a session ends, the orphans carrying its
-  label are killed (with their process groups), round after round as their own children are
-  reparented in turn; at exit, every orphan goes.
-- A small watchdog process (`bob_acp/watchdog.py`, in a session of its own) holds a pipe from
-  Bob. When Bob ends in any way, even by SIGKILL, the pipe closes and the watchdog kills every
-  process group Bob still had running and every process carrying Bob's tag.
+- A call's process group is killed when the call ends (bob_acp.tools.bash).
+- A session's orphans (what its commands left running on purpose, such as bg-jobs) carry
+  `BOB_ACP_OWNER=<Bob's pid>:<label>` and end with the session; one that dropped the tag ends
+  with Bob instead.
+- If the supervisor itself is killed, its children are reparented to Bob (a subreaper too),
+  which ends them all at once and starts a new supervisor for the next command.
+- Where the supervisor cannot run (no /proc to find the reparented, a process limit too low),
+  Bob starts processes itself as before 0.16 and says so: then a process that left its group
+  can outlive a Bob killed with SIGKILL.
 
-Nothing here polls: the look-ups run when a call, a session or Bob ends.
+Bob itself is made non-dumpable before it starts anything (PR_SET_DUMPABLE 0): no process of the
+user's, sandboxed or not, can read its memory or environment through /proc, or make it dump core.
 """
 
 from __future__ import annotations
 
+import array
+import itertools
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 
+from bob_acp import supervisor as wire
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import IO, Any
 
-OWNER_VAR = "BOB_ACP_OWNER"
-ROUNDS = 8  # rounds of orphan killing (each round's kills reparent the next generation to Bob)
+OWNER_VAR = wire.OWNER_VAR
+ROUNDS = 8  # rounds of orphan killing in Bob (each round's kills reparent the next generation to Bob)
+SPAWN_WAIT = 30.0  # seconds a spawn waits for the supervisor's answer
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 
 _lock = threading.RLock()  # a child is started and registered, or orphans looked up, under it
-_known: set[int] = set()  # children Bob started and will wait for itself
-_labels = iter(range(1, 1 << 62))
-_watchdog: Any = None
-_subreaper = False
-_tried: list[bool] = []
+_known: set[int] = set()  # Bob's own direct children (never taken for an orphan)
+_labels = itertools.count(1)
+_state: dict[str, Any] = {"supervisor": None, "protected": False, "subreaper": False, "problem": None,
+                          "closing": False}
 
 
-def become_subreaper() -> bool:
-    """Make this process the child subreaper of its tree (Linux); False where that cannot be."""
-    global _subreaper
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
+class ProcessLimit(OSError):
+    """A process or thread could not be started: the machine's limit (ulimit -u) is reached."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        _subreaper = libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        _subreaper = False
-    return _subreaper
+
+def protect() -> None:
+    """Once, before anything is started on Bob's behalf: Bob non-dumpable (its memory, its
+    environment and a core dump refused to every other process of the user) and the child
+    subreaper of its tree."""
+    with _lock:
+        if _state["protected"]:
+            return
+        _state["protected"] = True
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            import ctypes
+            import resource
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+            _state["subreaper"] = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        except (OSError, AttributeError, ValueError):
+            pass
 
 
 def new_label(kind: str) -> str:
@@ -65,32 +87,290 @@ def tag(env: dict | None, label: str) -> dict:
     return base
 
 
-def spawn(argv: list[str], label: str, env: dict | None = None, **popen: Any) -> subprocess.Popen:
-    """subprocess.Popen with the owner tag, in a process group of its own, registered as Bob's
-    own child (never taken for an orphan) and watched by the watchdog."""
+class Child:
+    """A process the supervisor started for Bob: the part of subprocess.Popen that Bob uses.
+    Its exit comes from the supervisor (its parent), not from waitpid."""
+
+    def __init__(self, pid: int, argv: list[str], stdin: IO[bytes] | None, stdout: IO[bytes] | None,
+                 stderr: IO[bytes] | None):
+        self.pid = pid
+        self.args = argv
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+        self._done = threading.Event()
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._done.wait(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode  # type: ignore[return-value]
+
+    def exited(self, status: int) -> None:
+        if self.returncode is None:
+            self.returncode = status
+        self._done.set()
+
+
+class Supervisor:
+    """Bob's end of the socket to its supervisor; a reader thread takes its answers and the
+    exits of the processes it started."""
+
+    def __init__(self) -> None:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", SUPERVISOR, str(theirs.fileno())],
+                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        _known.add(self.proc.pid)
+        self.sock = mine
+        self._send_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._answers: dict[int, list] = {}  # id -> [event, answer]
+        self._children: dict[int, Child] = {}
+        self._early: dict[int, int] = {}  # exits that came before their spawn's answer was taken
+        self.alive = True
+        self._reader = threading.Thread(target=self._read, name="bob-supervisor", daemon=True)
+        try:
+            self._reader.start()
+        except RuntimeError:
+            self.close()
+            raise
+
+    def spawn(self, argv: list[str], env: dict, cwd: str, fds: list[int]) -> int:
+        """Start `argv`; its pid. OSError with the errno of a failed exec or fork."""
+        request_id = next(self._ids)
+        waiting: list = [threading.Event(), None]
+        self._answers[request_id] = waiting
+        self.send({"op": "spawn", "id": request_id, "argv": argv, "env": env, "cwd": cwd}, fds)
+        if not waiting[0].wait(SPAWN_WAIT):
+            self._answers.pop(request_id, None)
+            raise OSError(0, "the supervisor did not answer")
+        answer = waiting[1]
+        if answer is None:
+            raise OSError(0, "the supervisor ended")
+        if answer.get("op") == "failed":
+            number = int(answer.get("errno") or 0)
+            raise OSError(number, answer.get("error") or os.strerror(number))
+        return int(answer["pid"])
+
+    def watch(self, child: Child) -> None:
+        with _lock:
+            early = self._early.pop(child.pid, None)
+            gone = not self.alive
+            if early is None and not gone:
+                self._children[child.pid] = child
+        if gone and early is None:  # (the supervisor ended before this child was watched)
+            _kill_group(child.pid)
+            early = -signal.SIGKILL
+        if early is not None:
+            child.exited(early)
+
+    def send(self, message: dict, fds: list[int] | None = None) -> None:
+        import json
+
+        body = json.dumps(message).encode()
+        header = wire.HEADER.pack(wire.MAGIC, len(body))
+        with self._send_lock:
+            if fds:
+                self.sock.sendmsg([header], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+                self.sock.sendall(body)
+            else:
+                self.sock.sendall(header + body)
+
+    def _read(self) -> None:
+        try:
+            while True:
+                received = wire.receive(self.sock)
+                if received is None:
+                    break
+                message = received[0]
+                op = message.get("op")
+                if op in ("spawned", "failed"):
+                    waiting = self._answers.pop(message.get("id"), None)
+                    if waiting is not None:
+                        waiting[1] = message
+                        waiting[0].set()
+                elif op == "exit":
+                    with _lock:
+                        child = self._children.pop(message["pid"], None)
+                        if child is None:
+                            self._early[message["pid"]] = message["status"]
+                    if child is not None:
+                        child.exited(message["status"])
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._gone()
+
+    def _gone(self) -> None:
+        """The supervisor ended (killed, or Bob is closing): its processes were reparented to
+        Bob, which ends them all now; every wait on them ends."""
+        with _lock:
+            self.alive = False
+        for waiting in list(self._answers.values()):
+            waiting[0].set()
+        # Reaped first: a process's descriptors close before its children are reparented, so
+        # only once it is a zombie are they all Bob's to find.
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        _known.discard(self.proc.pid)
+        if _state["supervisor"] is self:
+            _state["supervisor"] = None
+            if not _state.get("closing"):
+                from bob_acp import log
+
+                log.get("bob").warning("[acp] Bob's supervisor of commands ended unexpectedly: every command it "
+                                       "ran is ended; the next command starts a new one")
+        with _lock:
+            waiting_children = list(self._children.values())
+            self._children.clear()
+        for child in waiting_children:
+            _kill_group(child.pid)
+        end_orphans(None)
+        for child in waiting_children:
+            child.exited(-signal.SIGKILL)
+
+    def close(self, timeout: float = 0.0) -> None:
+        """Bob ends: the supervisor kills what is left, removes its folders and ends; wait for
+        that up to `timeout` seconds."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        if timeout:
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _supervisor() -> Supervisor | None:
     with _lock:
-        if not _tried:
-            _tried.append(True)  # (here, not at start-up: ctypes costs start-up time, and only
-            become_subreaper()  # the children Bob starts can leave orphans)
-        proc = subprocess.Popen(argv, env=tag(env, label), start_new_session=True, **popen)
+        current = _state["supervisor"]
+        if current is not None and current.alive:
+            return current
+        if not os.path.isdir("/proc/self/task"):
+            _state["problem"] = "there is no /proc, where the supervisor finds the processes reparented to it"
+            return None
+        try:
+            current = _state["supervisor"] = Supervisor()
+            _state["problem"] = None
+        except (OSError, RuntimeError) as exc:
+            _state["problem"] = f"the supervisor could not start: {exc}"
+            return None
+        return current
+
+
+def orphan_guard() -> str | None:
+    """Why no process Bob starts is sure to end with Bob here (None: it is)."""
+    if not sys.platform.startswith("linux"):
+        return "this system has no child subreaper"
+    if not os.path.isdir("/proc/self/task"):
+        return "there is no /proc, where the supervisor finds the processes reparented to it"
+    return _state["problem"]
+
+
+def spawn(argv: list[str], label: str, env: dict | None = None, cwd: str | None = None,
+          stdin: int = subprocess.DEVNULL, stdout: int = subprocess.PIPE, stderr: int = subprocess.STDOUT) -> Any:
+    """Start `argv` (its own session and process group) through the supervisor, with the owner
+    tag of `label`: a Child (or, where the supervisor cannot run, a subprocess.Popen). `stdin`,
+    `stdout`, `stderr`: subprocess.PIPE, DEVNULL or (stderr) STDOUT. ProcessLimit when the
+    machine's process limit is reached; OSError for anything else."""
+    protect()
+    env = tag(env, label)
+    cwd = cwd or os.getcwd()
+    current = _supervisor()
+    if current is None:
+        return _popen(argv, env, cwd, stdin, stdout, stderr)
+    ours: list[int] = []  # our ends of the pipes
+    theirs: list[int] = []  # the child's descriptors, closed here once it has them
+    try:
+        fds = [_end(stdin, False, ours, theirs), _end(stdout, True, ours, theirs)]
+        fds.append(fds[1] if stderr == subprocess.STDOUT else _end(stderr, True, ours, theirs))
+        try:
+            pid = current.spawn(argv, env, cwd, fds)
+        except OSError as exc:
+            raise _limit(exc) from None
+    except BaseException:
+        for fd in ours:
+            os.close(fd)
+        raise
+    finally:
+        for fd in theirs:
+            os.close(fd)
+    files = iter(ours)
+    child = Child(pid, argv, os.fdopen(next(files), "wb") if stdin == subprocess.PIPE else None,
+                  os.fdopen(next(files), "rb") if stdout == subprocess.PIPE else None,
+                  os.fdopen(next(files), "rb") if stderr == subprocess.PIPE else None)
+    current.watch(child)
+    return child
+
+
+def _end(kind: int, output: bool, ours: list[int], theirs: list[int]) -> int:
+    """The child's descriptor for one of its standard streams (our end kept in `ours`)."""
+    if kind == subprocess.PIPE:
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+        ours.append(read_end if output else write_end)
+        theirs.append(write_end if output else read_end)
+        return theirs[-1]
+    fd = os.open(os.devnull, (os.O_WRONLY if output else os.O_RDONLY) | os.O_CLOEXEC)
+    theirs.append(fd)
+    return fd
+
+
+def _limit(exc: OSError) -> OSError:
+    import errno
+
+    if exc.errno == errno.EAGAIN:
+        return ProcessLimit(exc.errno, "cannot start a process: the limit on processes (ulimit -u) is reached")
+    return exc
+
+
+def _popen(argv: list[str], env: dict, cwd: str, stdin: int, stdout: int, stderr: int) -> subprocess.Popen:
+    """Bob starts the process itself (no supervisor here): registered as its own child."""
+    with _lock:
+        try:
+            proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
+                                    start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise _limit(exc) from None
         _known.add(proc.pid)
-    _tell_watchdog(f"+{proc.pid}\n")
     return proc
 
 
-def ended(proc: subprocess.Popen) -> None:
-    """A child from spawn() has been waited for."""
-    with _lock:
-        _known.discard(proc.pid)
-    _tell_watchdog(f"-{proc.pid}\n")
+def ended(proc: Any) -> None:
+    """A child from spawn() has ended (the supervisor's are its own business)."""
+    if isinstance(proc, subprocess.Popen):
+        with _lock:
+            _known.discard(proc.pid)
 
 
-def end_orphans(label: str | None) -> int:
-    """Kill the processes reparented to Bob that carry `label` (None: every orphan, at exit),
-    with their process groups; reap them. Returns how many were killed."""
-    if not _subreaper:
-        return 0
-    killed = 0
+def end_orphans(label: str | None) -> None:
+    """End what `label`'s processes left running (None: everything, at Bob's end): the
+    supervisor's orphans of that label, and any reparented to Bob itself."""
+    current = _state["supervisor"]
+    if label is not None and current is not None and current.alive:
+        try:
+            current.send({"op": "end", "label": label})
+        except OSError:
+            pass
+    if _state["subreaper"]:
+        _end_own_orphans(label)
+
+
+def _end_own_orphans(label: str | None) -> None:
+    """Kill the processes reparented to Bob itself that carry `label` (None: all), with their
+    process groups, and reap them."""
     with _lock:
         for _ in range(ROUNDS):
             found = []
@@ -104,11 +384,39 @@ def end_orphans(label: str | None) -> int:
             if not found:
                 break
             for pid in found:
-                _kill(pid)
+                _kill_group(pid)
             for pid in found:
                 _reap(pid, block=True)
-            killed += len(found)
-    return killed
+
+
+def keep_on_exit(folder: str) -> None:
+    """Have `folder` removed when Bob ends, however it ends (the supervisor removes it)."""
+    current = _supervisor()
+    if current is not None:
+        try:
+            current.send({"op": "cleanup", "path": folder})
+        except OSError:
+            pass
+
+
+def removed(folder: str) -> None:
+    current = _state["supervisor"]
+    if current is not None and current.alive:
+        try:
+            current.send({"op": "forget", "path": folder})
+        except OSError:
+            pass
+
+
+def shutdown(timeout: float = 0.5) -> None:
+    """Bob ends: its orphans go, then the supervisor ends what it started (waited for up to
+    `timeout` seconds)."""
+    _state["closing"] = True
+    if _state["subreaper"]:
+        _end_own_orphans(None)
+    current = _state["supervisor"]
+    if current is not None:
+        current.close(timeout)
 
 
 def _children() -> list[int]:
@@ -148,12 +456,15 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-def _kill(pid: int) -> None:
+def _kill_group(pid: int) -> None:
     try:
         if os.getpgid(pid) == pid:
             os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
         os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+    except OSError:
         pass
 
 
@@ -162,36 +473,3 @@ def _reap(pid: int, block: bool = False) -> None:
         os.waitpid(pid, 0 if block else os.WNOHANG)
     except ChildProcessError:
         pass
-
-
-def _tell_watchdog(line: str) -> None:
-    global _watchdog
-    with _lock:
-        if _watchdog is None:
-            _watchdog = _start_watchdog()
-        fd = _watchdog
-    if fd < 0:
-        return
-    try:
-        os.write(fd, line.encode())
-    except OSError:  # the watchdog is gone: what it would do at Bob's end, Bob's own exit does
-        pass
-
-
-def _start_watchdog() -> int:
-    """The write end of the watchdog's pipe; -1 when it could not be started."""
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "watchdog.py")
-    read_end, write_end = os.pipe()
-    try:
-        # Its own session: a signal to Bob's process group does not end it before it has done its work.
-        proc = subprocess.Popen([sys.executable, "-I", "-S", script, str(os.getpid()), OWNER_VAR], stdin=read_end,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)
-    except OSError:
-        os.close(write_end)
-        return -1
-    finally:
-        os.close(read_end)
-    _known.add(proc.pid)
-    os.set_inheritable(write_end, False)
-    return write_end

@@ -206,17 +206,20 @@ def serve(cfg: Config, problem: str | None = None) -> int:
         log.info(f"[acp] {signal.Signals(signum).name}: shutting down")
         endpoint.stop()
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, stop)
+    import faulthandler  # SIGUSR1: every thread's stack to the log, and Bob goes on
+
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
     endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w))
     if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
         import importlib
 
         importlib.import_module("bob_acp.tools").kill_all()  # waits if the warm-up is importing it
-    if "bob_acp.children" in sys.modules:  # whatever escaped its group and was reparented to Bob
+    if "bob_acp.children" in sys.modules:  # what escaped its group; then the supervisor ends the rest
         from bob_acp import children
 
-        children.end_orphans(None)
+        children.shutdown()
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")

@@ -287,6 +287,8 @@ def _check(spec: Key, value: object, dotted: str, source: str, base_dir: str) ->
             return None
         raise fail("must not be null")
     if spec.kind == "enum":
+        if value is False and "off" in spec.choices:
+            value = "off"  # (YAML 1.1, as PyYAML reads it, takes an unquoted off for false)
         if value not in spec.choices:
             raise fail("must be one of " + ", ".join(spec.choices))
     elif spec.kind == "str":

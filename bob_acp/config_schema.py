@@ -122,13 +122,24 @@ class ToolEnv(Section):
                           "do not inherit")
 
 
+class ToolLimits(Section):
+    processes: int = key(512, "processes (threads included) one session's sandboxed commands may have at once",
+                         minimum=16, maximum=4000000)
+    memory: int | None = key(None, "MiB of memory each sandboxed process may allocate; null: a quarter of the "
+                             "machine's memory", minimum=16)
+
+
 class Tools(Section):
     bash: Bash = section(Bash)
     maxReadBytes: int = key(262144, "read_file's cap per call", minimum=1, maximum=64 * 1024 * 1024)
-    sandbox: str = key("off", "off | workspace: commands confined by Landlock (writes only in the project and "
-                       "temporary folders) | best-effort: as much as the kernel offers",
+    sandbox: str = key("off", "off | workspace: every command in a sandbox of the session's own (writes only in "
+                       "its folders and a /tmp of its own; .git, .bob and AGENTS.md read-only; no network, no "
+                       "other program's sockets; hands off Bob); where the kernel cannot give all of it, commands "
+                       "are asked | best-effort: what the kernel gives, unasked in sandboxed mode",
                        choices=("off", "workspace", "best-effort"), full="workspace")
-    sandboxNetwork: bool = key(False, "under the sandbox: allow TCP connect and bind")
+    sandboxNetwork: bool = key(False, "under the sandbox: the network (TCP and UDP to any host, localhost "
+                               "included); other programs' UNIX sockets stay hidden")
+    limits: ToolLimits = section(ToolLimits, "what sandboxed commands may use (core dumps are always off)")
     plan: bool = key(False, "the update_plan tool: the model's plan as an ACP plan the editor shows", full=True)
     clientFs: bool = key(False, "read_file, write_file, edit_file through the editor (fs/read_text_file, "
                          "fs/write_text_file) when it offers them; the disk otherwise", full=True)

@@ -1,11 +1,19 @@
-"""The sandbox for what Bob runs (`tools.sandbox`): every bash command started through a small
-launcher (bob_acp/sandbox_exec.py) that confines itself with Linux Landlock and then execs bash,
-so the command and everything it starts can write only inside the session's folders, the system
-temporary folder and a cache folder of the session's own, and (unless `tools.sandboxNetwork`)
-cannot open or accept TCP connections.
+"""The sandbox of the commands Bob runs (`tools.sandbox`): what this machine gives one, what a
+session's sandbox covers, and the launcher command every sandboxed command is started with.
 
-A sandbox that cannot be had is said, never skipped: with `workspace`, a command that would run
-unconfined is refused with a result saying why; `best-effort` runs it with what the kernel has.
+Each session gets a sandbox of its own (bob_acp/sandbox_exec.py `host`), made at its first
+sandboxed command: a user namespace holding a mount, a PID, an IPC and (unless
+`tools.sandboxNetwork`) a network namespace. Its commands join it (`run --join`), so a server
+one command starts as a background job is there for the next, and all of it ends with the
+session. Inside: writes only in the session's folders and a /tmp of its own (Landlock); .git,
+.bob, AGENTS.md and Bob's own installation read-only; no UNIX socket of another program (a /tmp
+and a /run/user of its own, /dev/null over the sockets of programs outside); a loopback and no
+other network; no signal to or trace of anything outside; no capabilities; limits on processes
+and memory; no core dumps.
+
+Where the kernel cannot give all of that, `coverage()` says what is missing: the start-up line
+and `--check` show it, commands are asked before they run (unless `tools.sandbox: best-effort`),
+and a command that runs with nothing confining it is never labelled sandboxed.
 """
 
 from __future__ import annotations
@@ -14,18 +22,52 @@ import functools
 import os
 import sys
 import tempfile
-from dataclasses import dataclass, field
+import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
 
     from bob_acp.config import Config
+    from bob_acp.log import Logger
     from bob_acp.workspace import Workspace
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_exec.py")
 NETWORK_ABI = 4  # the first Landlock ABI that can deny TCP
+SCOPES_ABI = 6  # the first that keeps signals and abstract UNIX sockets inside
+PROBE_TIMEOUT = 10.0
+HOST_TIMEOUT = 15.0
+MiB = 1024 * 1024
 # What a command's failure says when the sandbox may have been what stopped it.
-DENIED_SIGNS = ("Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM")
+DENIED_SIGNS = ("Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM", "EROFS")
+NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Couldn't connect to server",
+                 "Temporary failure in name resolution", "Name or service not known", "ENETUNREACH",
+                 "getaddrinfo", "Failed to establish a new connection", "nodename nor servname",
+                 "Could not resolve", "No route to host", "unable to access", "Connection refused", "ECONNREFUSED")
+PROTECTED_NAMES = (".git", ".bob", "AGENTS.md")
+
+
+class Machine:
+    """What this machine gives a sandbox: the launcher's probe, once per process."""
+
+    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "error")
+
+    def __init__(self, report: dict):
+        have: dict = report["have"] if isinstance(report.get("have"), dict) else {}
+        self.landlock = int(report.get("landlock") or 0)
+        self.namespaces = bool(report.get("ok"))
+        self.proc = bool(have.get("proc"))
+        self.pid_max = bool(have.get("pid_max"))
+        self.private_tmp = bool(have.get("private_tmp"))
+        self.loopback = have.get("loopback") is not False
+        self.error = None if self.namespaces else str(report.get("error") or "the probe failed")
+
+
+def abi(env: dict | None = None) -> int:
+    """The Landlock ABI this kernel offers; 0: none (BOB_ACP_NO_LANDLOCK=1 says so, for tests)."""
+    if (env if env is not None else os.environ).get("BOB_ACP_NO_LANDLOCK") == "1":
+        return 0
+    return _kernel_abi()
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,94 +84,404 @@ def _kernel_abi() -> int:
     return max(0, version)
 
 
-def abi(env: dict | None = None) -> int:
-    """The Landlock ABI this kernel offers; 0: none (BOB_ACP_NO_LANDLOCK=1 says so, for tests)."""
-    if (env if env is not None else os.environ).get("BOB_ACP_NO_LANDLOCK") == "1":
-        return 0
-    return _kernel_abi()
+_machines: dict[tuple, Machine] = {}
+_machines_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class Sandbox:
-    folders: tuple[str, ...]  # writable, as given (the kernel resolves them)
-    network: bool
-    best_effort: bool
-    cache: str  # the session's cache folder (XDG_CACHE_HOME, PIP_CACHE_DIR, npm_config_cache)
-    abi: int = 0
-    extra_env: dict = field(default_factory=dict)
+def machine(network: bool) -> Machine:
+    """What this machine gives a sandbox with (or without) the network: probed once."""
+    key = (network, os.environ.get("BOB_ACP_NO_LANDLOCK") == "1", os.environ.get("BOB_ACP_NO_NAMESPACES") == "1")
+    with _machines_lock:
+        known = _machines.get(key)
+        if known is None:
+            known = _machines[key] = _probe(network)
+        return known
 
-    def remove_cache(self) -> None:
-        """The session is over: its cache folder goes with it."""
-        import shutil
 
-        shutil.rmtree(self.cache, ignore_errors=True)
+def _probe(network: bool) -> Machine:
+    import json
+    import subprocess
 
-    def problem(self) -> str | None:
-        """Why this sandbox cannot be had as configured (None: it can)."""
-        if self.abi < 1:
-            return "this kernel has no Landlock"
-        if not self.network and self.abi < NETWORK_ABI:
-            return f"Landlock ABI {self.abi} cannot deny network access (ABI {NETWORK_ABI} can)"
+    if not sys.platform.startswith("linux"):
+        return Machine({"ok": False, "error": "not Linux", "landlock": 0})
+    if os.environ.get("BOB_ACP_NO_NAMESPACES") == "1":  # a machine without them, as a test makes one
+        return Machine({"ok": False, "error": "namespaces are off (BOB_ACP_NO_NAMESPACES=1)", "landlock": abi()})
+    command = [sys.executable, "-I", "-S", LAUNCHER, "probe"] + ([] if network else ["--no-network"])
+    try:
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
+                              cwd="/")
+        report = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        return Machine({"ok": False, "error": f"the probe failed: {exc}", "landlock": abi()})
+    if not isinstance(report, dict):
+        return Machine({"ok": False, "error": "the probe answered nothing", "landlock": abi()})
+    return Machine(report)
+
+
+# ---- what a sandbox covers -----------------------------------------------------------------------
+
+class Coverage:
+    """What a sandbox of this configuration covers on this machine: `held` and `missing`, each
+    a list of lines a person reads; `complete` when every guarantee holds."""
+
+    __slots__ = ("held", "missing", "confines", "complete", "limits")
+    limits: list[str]
+
+    def __init__(self, found: Machine, network: bool, processes: int, memory: int):
+        from bob_acp import children
+
+        held: list[str] = []
+        missing: list[str] = []
+        ns = found.namespaces
+        self.confines = found.landlock >= 1
+
+        def item(ok: bool, yes: str, no: str) -> None:
+            (held if ok else missing).append(yes if ok else no)
+
+        item(self.confines, "writes only in the session's folders and a /tmp of its own" if ns and found.private_tmp
+             else "writes only in the session's folders and the temporary folder",
+             "no Landlock: writes are not confined")
+        item(ns, ".git, .bob, AGENTS.md and Bob's own installation read-only",
+             "no namespaces: .git, .bob and AGENTS.md stay writable to commands")
+        item(ns and (not network or found.landlock >= SCOPES_ABI),
+             "no UNIX socket of another program (tmux, D-Bus, Docker, ssh-agent)",
+             "no namespaces: the UNIX sockets of other programs (tmux, D-Bus, Docker, ssh-agent) are reachable"
+             if not ns else f"Landlock ABI {found.landlock}: abstract UNIX sockets of other programs are reachable")
+        if network:
+            held.append("network on: TCP and UDP to any host, this machine's own services (localhost) included")
+        else:
+            item(ns and found.loopback, "no network (a loopback of its own)",
+                 f"Landlock ABI {found.landlock}: TCP denied but UDP open" if found.landlock >= NETWORK_ABI
+                 else "the network cannot be denied")
+        item(ns or found.landlock >= SCOPES_ABI, "no signal to or trace of Bob or anything outside",
+             "commands can signal Bob and its other processes")
+        guard = children.orphan_guard()
+        item(guard is None or (ns and found.proc), "nothing it starts outlives Bob",
+             f"a process that leaves its group may outlive Bob ({guard})")
+        item(sys.platform.startswith("linux"), "Bob's memory, environment and core closed to it",
+             "Bob's memory can be read by its commands")
+        # (a process limit needs the namespace's pid_max, or RLIMIT_NPROC in a user namespace,
+        # which the kernel does not apply to root)
+        bounded = ns and (found.pid_max or os.geteuid() != 0)
+        self.limits = [f"at most {processes} processes" if bounded else "no limit on the number of processes here",
+                       f"{memory // MiB} MiB of memory per process, no core dumps"]
+        self.held, self.missing = held, missing
+        self.complete = self.confines and not missing
+
+
+def default_memory() -> int:
+    """A quarter of the machine's memory (at least 1 GiB): one runaway command leaves the rest."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        total = 8 * 1024 * MiB
+    return max(1024 * MiB, total // 4)
+
+
+def limits_of(cfg: Config) -> tuple[int, int]:
+    limits = cfg.tools.limits
+    return int(limits.processes), int(limits.memory) * MiB if limits.memory else default_memory()
+
+
+def coverage(cfg: Config) -> Coverage:
+    network = bool(cfg.tools.sandboxNetwork)
+    return Coverage(machine(network), network, *limits_of(cfg))
+
+
+def status(cfg: Config) -> tuple[str, bool] | None:
+    """One line on the sandbox for the log and --check, and whether it is a warning (the
+    sandbox is not all it is documented to be here); None when it is off."""
+    mode = cfg.tools.sandbox
+    if mode == "off":
         return None
+    found = machine(bool(cfg.tools.sandboxNetwork))
+    covered = coverage(cfg)
+    kernel = f"Landlock ABI {found.landlock}" + (", namespaces" if found.namespaces else "")
+    if covered.complete:
+        return f"sandbox: {mode} ({kernel}): " + "; ".join(covered.held + covered.limits), False
+    lacking = "; ".join(covered.missing)
+    if not covered.confines:
+        action = ("bash calls are refused (tools.sandbox: best-effort runs them, asking first)" if mode == "workspace"
+                  else "commands run unconfined, each asked first")
+    elif mode == "workspace":
+        action = "commands run in what there is, each asked first (tools.sandbox: best-effort runs them unasked)"
+    else:
+        action = "sandboxed mode runs commands unasked in what there is"
+    return f"sandbox: {mode} is incomplete here ({kernel}): {lacking}; {action}", True
+
+
+def describe(cfg: Config) -> dict[str, Any]:
+    """The sandbox's state for `--check --json`."""
+    if cfg.tools.sandbox == "off":
+        return {"mode": "off"}
+    found = machine(bool(cfg.tools.sandboxNetwork))
+    covered = coverage(cfg)
+    return {"mode": cfg.tools.sandbox, "landlock": found.landlock, "namespaces": found.namespaces,
+            "complete": covered.complete, "covers": covered.held, "limits": covered.limits,
+            "missing": covered.missing, "problem": found.error}
+
+
+def looks_denied(output: str) -> bool:
+    return any(sign in output for sign in DENIED_SIGNS)
+
+
+def looks_offline(output: str) -> bool:
+    return any(sign in output for sign in NETWORK_SIGNS)
+
+
+# ---- a session's sandbox -------------------------------------------------------------------------
+
+class Sandbox:
+    """One session's sandbox: made at its first command, ended with the session."""
+
+    def __init__(self, cfg: Config, ws: Workspace, owner: str, log: Logger | None = None):
+        self.roots = ws.roots
+        self.cwd = ws.cwd
+        self.network = bool(cfg.tools.sandboxNetwork)
+        self.best_effort = cfg.tools.sandbox == "best-effort"
+        self.processes, self.memory = limits_of(cfg)
+        self.owner = owner
+        self.log = log
+        self.folder = os.path.join(tempfile.gettempdir(), f"bob-sandbox-{os.getuid()}-{owner or 'session'}")
+        self.coverage = coverage(cfg)
+        self.machine = machine(self.network)
+        self._lock = threading.Lock()
+        self._host_pid: int | None = None
+        self._host_in: Any = None  # the init's standard input: closed, the sandbox ends
+        self._host_watch: int = -1  # a pidfd of the init (readable once it has ended)
+        self._failed: str | None = None
+        self._ended = False
+
+    # ---- what it is ---------------------------------------------------------------------------
+
+    @property
+    def confines(self) -> bool:
+        return self.coverage.confines
+
+    @property
+    def complete(self) -> bool:
+        return self.coverage.complete and self._failed is None
+
+    def unasked(self) -> bool:
+        """Whether `sandboxed` mode may run a command in it without asking: all it promises
+        holds here, or the user chose best-effort and something confines."""
+        return self.complete or (self.best_effort and self.confines)
+
+    def partial(self) -> str | None:
+        """What it lacks, in one line (None: nothing)."""
+        missing = list(self.coverage.missing) + ([self._failed] if self._failed else [])
+        return "; ".join(missing) or None
 
     def refusal(self) -> str | None:
-        """The result of a command refused because the sandbox cannot be had (None: it runs)."""
-        problem = self.problem()
-        if problem is None or self.best_effort:
+        """The result of a command refused because nothing can confine it (None: it runs)."""
+        if self.confines or self.best_effort:
             return None
-        return (f"[not run: the sandbox (tools.sandbox: workspace) cannot be had here: {problem}. "
-                "With tools.sandbox: best-effort, commands run with what the kernel offers]")
+        return ("[not run: the sandbox (tools.sandbox: workspace) cannot be had here: "
+                f"{self.partial() or 'this kernel has no Landlock'}. With tools.sandbox: best-effort, commands run "
+                "with what the kernel offers; or run the command with \"unconfined\": true, which asks the user]")
+
+    # ---- running a command in it --------------------------------------------------------------------
 
     def command(self, argv: list[str]) -> list[str]:
-        """`argv` started through the launcher."""
-        launcher = [sys.executable, "-I", "-S", LAUNCHER]
-        for folder in self.folders:
+        """`argv` started through the launcher, in the session's sandbox (made now if need be)."""
+        launcher = [sys.executable, "-I", "-S", LAUNCHER, "run"]
+        pid = self._host()
+        if pid is not None:
+            launcher += ["--join", str(pid), "--processes", str(self.processes)]
+            for path in self.protected():
+                launcher += ["--protect", path]
+        else:
+            launcher += ["--write", tempfile.gettempdir()]
+        for folder in (*self.roots, self.folder):
             launcher += ["--write", folder]
         if not self.network:
             launcher.append("--no-network")
         if self.best_effort:
             launcher.append("--best-effort")
-        return launcher + ["--", *argv]
+        return launcher + ["--memory", str(self.memory), "--", *argv]
 
     def environment(self, env: dict | None) -> dict:
+        """The environment a sandboxed command gets: its caches, temporary files and jobs in the
+        sandbox's own folder (its /tmp, inside the namespaces)."""
         base = dict(os.environ if env is None else env)
-        os.makedirs(self.cache, mode=0o700, exist_ok=True)
-        base.update({"XDG_CACHE_HOME": self.cache, "PIP_CACHE_DIR": os.path.join(self.cache, "pip"),
-                     "npm_config_cache": os.path.join(self.cache, "npm")})
-        if self.abi == 0:
+        inside = "/tmp" if self._host_pid is not None and self.machine.private_tmp else self.folder
+        base.update({"XDG_CACHE_HOME": os.path.join(inside, ".cache"),
+                     "PIP_CACHE_DIR": os.path.join(inside, ".cache", "pip"),
+                     "npm_config_cache": os.path.join(inside, ".cache", "npm"),
+                     "BOB_JOBS_DIR": os.path.join(inside, ".bob-jobs")})
+        if inside == "/tmp":
+            base["TMPDIR"] = "/tmp"
+        if abi() == 0:
             base["BOB_ACP_NO_LANDLOCK"] = "1"  # what this Bob was told, the launcher is told too
         return base
 
+    def protected(self) -> list[str]:
+        """What stays read-only inside the writable folders: each folder's .git (and the git
+        directory a .git file names), .bob and AGENTS.md, and Bob's own installation."""
+        found: list[str] = []
+        for root in self.roots:
+            found += [os.path.join(root, name) for name in PROTECTED_NAMES]
+            gitdir = _gitdir(os.path.join(root, ".git"))
+            if gitdir:
+                found.append(gitdir)
+        mine = [os.path.dirname(os.path.abspath(__file__)), sys.prefix]
+        found += [path for path in mine if self._inside(path)]
+        return list(dict.fromkeys(found))
 
-def for_session(cfg: Config, ws: Workspace, owner: str) -> Sandbox | None:
-    """The sandbox of a session's commands (writable: every root of the workspace and the
-    temporary folder), or None when tools.sandbox is off."""
-    mode = cfg.tools.sandbox
-    if mode == "off":
+    def snapshot(self) -> frozenset[str]:
+        """The protected names that exist (a command can create one that was missing)."""
+        return frozenset(os.path.join(root, name) for root in self.roots for name in PROTECTED_NAMES
+                         if os.path.lexists(os.path.join(root, name)))
+
+    def planted(self, before: frozenset[str]) -> list[str]:
+        """The protected names that appeared since `before`."""
+        return sorted(self.snapshot() - before)
+
+    def _inside(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        return any(real == os.path.realpath(root) or real.startswith(os.path.realpath(root).rstrip("/") + "/")
+                   for root in (*self.roots, tempfile.gettempdir()))
+
+    # ---- the host ---------------------------------------------------------------------------------
+
+    def _host(self) -> int | None:
+        """The pid of the session's namespace init, starting it at first use; None where there
+        are no namespaces (the launcher then confines each command alone)."""
+        with self._lock:
+            if self._ended:
+                raise OSError(0, "the session's sandbox has ended")
+            if self._host_pid is not None and self._host_alive():
+                return self._host_pid
+            if self._host_pid is not None:  # ended under Bob (its supervisor was killed): made again
+                self._close_host()
+                self._say("the session's sandbox had ended (its processes with it); a new one is made")
+            if not self.machine.namespaces or self._failed is not None:
+                self._make_folder()
+                return None
+            try:
+                self._start_host()
+            except OSError as exc:
+                self._failed = f"the session's sandbox could not be made: {exc.strerror or exc}"
+                self._say(self._failed + "; its commands are confined by Landlock alone")
+                return None
+            return self._host_pid
+
+    def _make_folder(self) -> None:
+        from bob_acp import children
+
+        os.makedirs(self.folder, mode=0o700, exist_ok=True)
+        children.keep_on_exit(self.folder)
+
+    def _start_host(self) -> None:
+        import json
+        import select
+        import subprocess
+
+        from bob_acp import bobdir, children
+
+        self._make_folder()
+        for root in self.roots:
+            try:
+                bobdir.ensure(root)  # so that it is there to protect
+            except OSError:
+                pass
+        command = [sys.executable, "-I", "-S", LAUNCHER, "host", "--private-tmp", self.folder,
+                   "--processes", str(self.processes)]
+        for root in self.roots:
+            command += ["--write", root]
+        for path in self.protected():
+            command += ["--protect", path]
+        for path in self._shown():
+            command += ["--show", path]
+        if not self.network:
+            command.append("--no-network")
+        host = children.spawn(command, self.owner or "sandbox", env=_plain_env(), cwd="/",
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert host.stdout is not None
+        try:
+            if not select.select([host.stdout], [], [], HOST_TIMEOUT)[0]:
+                raise OSError(0, f"no answer within {HOST_TIMEOUT:g} s")
+            line = host.stdout.readline()
+            report = json.loads(line) if line else {}
+        except ValueError:
+            report = {}
+        finally:
+            host.stdout.close()
+        if not report.get("ok"):
+            if host.stdin is not None:
+                host.stdin.close()
+            raise OSError(0, str(report.get("error") or "the sandbox's host ended without a word"))
+        self._host_pid = int(report["pid"])
+        self._host_in = host.stdin
+        try:
+            self._host_watch = os.pidfd_open(self._host_pid)
+        except (AttributeError, OSError):
+            self._host_watch = -1
+        missed = (report.get("have") or {}).get("missed") or []
+        if missed:
+            self._say("these cannot be made read-only to commands (links, or no permission): " + ", ".join(missed))
+
+    def _shown(self) -> list[str]:
+        """What commands must still see under the real /tmp (the interpreter, its PATH, Bob)."""
+        paths = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(__file__))]
+        paths += [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+        return list(dict.fromkeys(paths))
+
+    def _host_alive(self) -> bool:
+        if self._host_watch < 0:
+            return True
+        import select
+
+        return not select.select([self._host_watch], [], [], 0)[0]
+
+    def _close_host(self) -> None:
+        if self._host_in is not None:
+            try:
+                self._host_in.close()  # the init ends, and everything in its namespaces with it
+            except OSError:
+                pass
+        if self._host_watch >= 0:
+            os.close(self._host_watch)
+        self._host_pid, self._host_in, self._host_watch = None, None, -1
+
+    def end(self) -> None:
+        """The session is over: its sandbox ends (every process in it) and its folder goes."""
+        import shutil
+
+        from bob_acp import children
+
+        with self._lock:
+            self._ended = True
+            self._close_host()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        children.removed(self.folder)
+
+    def _say(self, line: str) -> None:
+        if self.log is not None:
+            self.log.warning(f"[acp] sandbox: {line}")
+
+
+def _gitdir(dot_git: str) -> str | None:
+    """The git directory a `.git` file names (a worktree, a submodule), or None."""
+    try:
+        if not os.path.isfile(dot_git) or os.path.islink(dot_git):
+            return None
+        with open(dot_git, encoding="utf-8", errors="replace") as handle:
+            first = handle.read(4096).splitlines()[0]
+    except (OSError, IndexError):
         return None
-    cache = os.path.join(tempfile.gettempdir(), f"bob-cache-{os.getuid()}-{owner or 'session'}")
-    return Sandbox((*ws.roots, tempfile.gettempdir()), bool(cfg.tools.sandboxNetwork), mode == "best-effort", cache,
-                   abi())
-
-
-def status(cfg: Config) -> tuple[str, bool] | None:
-    """One line on the sandbox's state for the log and --check, and whether it is a warning (the
-    sandbox is not what was asked for); None when it is off."""
-    mode = cfg.tools.sandbox
-    if mode == "off":
+    if not first.startswith("gitdir:"):
         return None
-    version = abi()
-    network = "allowed" if cfg.tools.sandboxNetwork else "denied"
-    probe = Sandbox((), bool(cfg.tools.sandboxNetwork), mode == "best-effort", "", version)
-    problem = probe.problem()
-    if problem is None:
-        return (f"sandbox: {mode}, Landlock ABI {version}: writes only in the project and temporary folders, "
-                f"network {network}"), False
-    if mode == "best-effort":
-        return f"sandbox: best-effort: {problem}; commands run with what the kernel offers", True
-    return (f"sandbox: workspace cannot be had: {problem}; bash calls are refused (tools.sandbox: best-effort "
-            "runs them)"), True
+    return os.path.normpath(os.path.join(os.path.dirname(dot_git), first[len("gitdir:"):].strip()))
 
 
-def looks_denied(output: str) -> bool:
-    return any(sign in output for sign in DENIED_SIGNS)
+def _plain_env() -> dict[str, str]:
+    """The host's environment: only what running Python needs (it passes nothing on)."""
+    return {name: value for name, value in os.environ.items() if name in ("PATH", "LANG", "LC_ALL", "HOME")}
+
+
+def for_session(cfg: Config, ws: Workspace, owner: str, log: Logger | None = None) -> Sandbox | None:
+    """The sandbox of a session's commands, or None when tools.sandbox is off."""
+    if cfg.tools.sandbox == "off":
+        return None
+    return Sandbox(cfg, ws, owner, log)

@@ -1,41 +1,94 @@
-"""Bob's sandbox launcher: `python -I -S sandbox_exec.py [--write DIR]… [--no-network] [--best-effort]
--- PROGRAM ARGS…` confines itself with Linux Landlock, then execs PROGRAM, which inherits the
-confinement (and so does everything it starts; nothing can undo it).
+"""Bob's sandbox launcher. Standard library only, nothing of Bob imported: it runs as
+`python -I -S sandbox_exec.py MODE [options] [-- PROGRAM ARGS…]`, before every sandboxed command.
 
-Reading and executing stay allowed everywhere; creating, writing, renaming, removing and linking
-files are allowed only beneath the `--write` folders (rules on the folders as the kernel resolves
-them, so a link from inside to outside is no way out) and a few devices (/dev/null …). With
-`--no-network`, TCP connect and bind are denied (Landlock ABI 4 and later).
+Modes:
 
-Standard library only, nothing of Bob imported (it runs before every sandboxed command). Exit
-status 126 with one line on stderr when the confinement cannot be had, unless --best-effort, which
-then runs PROGRAM with what could be had (nothing, on a kernel without Landlock).
+- `probe`: print, as one JSON line, what this machine gives a sandbox (Landlock's ABI, the
+  namespaces an unprivileged process may make, a /proc of their own), then exit 0.
+- `host`: make a session's sandbox and keep it: a user namespace with a mount namespace, a PID
+  namespace, an IPC namespace and (with `--no-network`) a network namespace that has nothing
+  but its own loopback. Inside, /tmp is the session's own folder (`--private-tmp`), the
+  `--protect` paths are bound read-only, /run/user/<uid> and /dev/shm are private, and every
+  UNIX socket that a program outside listens on is covered by /dev/null. One JSON line on
+  stdout says what it made (`{"ok": …, "pid": <the namespace's init>, "have": {…}}`); the
+  init lives as long as its standard input is open, and everything in the namespace ends with
+  it (the kernel kills a PID namespace whose init ends).
+- `run`: run PROGRAM confined. With `--join PID` it enters the host's namespaces first (covering
+  what appeared since: new protected paths, new sockets outside), then forks PROGRAM into them;
+  without, it confines itself with what the kernel gives (the fallback where namespaces cannot
+  be had). PROGRAM runs with no capabilities, `no_new_privs`, a core limit of 0, the process
+  and memory limits given, and Landlock: writes only beneath the `--write` folders (and the
+  private ones), no signal to or trace of anything outside its sandbox, no abstract UNIX
+  socket outside it (ABI 6), and, outside a network namespace, no TCP (ABI 4).
+
+Exit status 126 with one line on stderr when the confinement cannot be had (unless
+`--best-effort`, which then runs PROGRAM with what could be had).
 """
 
 import ctypes
+import errno
+import json
 import os
+import re
+import resource
+import signal
+import socket
+import stat
+import struct
 import sys
 
-SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
-CREATE_RULESET_VERSION = 1
-RULE_PATH_BENEATH, RULE_NET_PORT = 1, 2
-PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000, 0x10000000,
+                                                                      0x20000000, 0x40000000)
+NAMESPACES = (("user", CLONE_NEWUSER), ("mnt", CLONE_NEWNS), ("pid", CLONE_NEWPID), ("ipc", CLONE_NEWIPC),
+              ("net", CLONE_NEWNET))
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_SLAVE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 19, 1 << 21
+ST_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+            (getattr(os, "ST_NOATIME", 1024), MS_NOATIME), (getattr(os, "ST_NODIRATIME", 2048), MS_NODIRATIME),
+            (getattr(os, "ST_RELATIME", 4096), MS_RELATIME))
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 4, 24, 28
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+SECUREBITS_LOCKED_DOWN = 0xFF  # noroot, no setuid fixup, keep caps (locked), no ambient raise, each locked
+CAPABILITY_V3 = 0x20080522
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+RESERVED_PIDS = 300  # pids the kernel skips after it wraps round (pid_max bounds the namespace's processes)
 
+SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
+RULE_PATH_BENEATH = 1
 # LANDLOCK_ACCESS_FS_*: what is handled (denied unless a rule allows it)
-EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
-REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
+WRITE_FILE, REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 1, 1 << 4, 1 << 5, 1 << 6, 1 << 7
 MAKE_REG, MAKE_SOCK, MAKE_FIFO, MAKE_BLOCK, MAKE_SYM = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
 REFER, TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
 BIND_TCP, CONNECT_TCP = 1 << 0, 1 << 1  # LANDLOCK_ACCESS_NET_*, ABI 4
-
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6
 WRITES_V1 = (WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO
              | MAKE_BLOCK | MAKE_SYM)
 FILE_RIGHTS = WRITE_FILE | TRUNCATE  # what a rule on a file (not a folder) may grant
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx")
+PRIVATE_DIRS = ("/dev/shm", "/dev/mqueue")  # shared memory of the machine: one of its own, writable
+NOT_CONFINED = 126
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+class Refused(Exception):
+    """The confinement cannot be had; str(self) says why."""
+
+
+def _failed(what):
+    number = ctypes.get_errno()
+    return OSError(number, f"{what}: {os.strerror(number)}")
+
+
+def _call(result, what):
+    if result < 0:
+        raise _failed(what)
+    return result
 
 
 class RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64)]
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class PathBeneath(ctypes.Structure):
@@ -43,30 +96,235 @@ class PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def abi(libc) -> int:
-    if os.environ.get("BOB_ACP_NO_LANDLOCK") == "1":  # the tests' way to see the fallback
+def landlock_abi():
+    if os.environ.get("BOB_ACP_NO_LANDLOCK") == "1":  # a kernel without Landlock, as a test makes one
         return 0
-    version = libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
+    version = libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     return max(0, version)
 
 
-def confine(folders: list[str], network: bool, best_effort: bool = False) -> str | None:
-    """Apply the ruleset to this process; None, or why it could not be (with best_effort, the
-    file rules are applied even where the network cannot be denied)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    version = abi(libc)
+# ---- the parts of a confinement ---------------------------------------------------------------
+
+def write_maps(uid, gid):
+    """Map this process's user and group to themselves in the user namespace it just made."""
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+
+
+def mount(source, target, kind, flags, data=None):
+    encode = (lambda value: None if value is None else os.fsencode(value))
+    if libc.mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags), encode(data)) != 0:
+        raise _failed(f"mount {target}")
+
+
+def kept_flags(path):
+    """The flags of the mount `path` is on that a remount in a user namespace must keep (locked)."""
+    found = os.statvfs(path).f_flag
+    return sum(flag for bit, flag in ST_FLAGS if found & bit)
+
+
+def bind_read_only(path):
+    mount(path, path, None, MS_BIND | MS_REC)
+    mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(path))
+
+
+def bind(source, target, read_only=False):
+    mount(source, target, None, MS_BIND | MS_REC)
+    if read_only:
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(target))
+
+
+def loopback_up():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        import fcntl
+
+        request = struct.pack("16sh22x", b"lo", 0)
+        flags = struct.unpack("16sh22x", fcntl.ioctl(sock, SIOCGIFFLAGS, request))[1]
+        fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | IFF_UP))
+
+
+def listening_sockets():
+    """(path, socket inode) of every UNIX socket bound to a path in this network namespace."""
+    found = []
+    try:
+        with open("/proc/net/unix", "rb") as handle:
+            lines = handle.read().splitlines()[1:]
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[7].startswith(b"/"):
+            found.append((os.fsdecode(fields[7]), int(fields[6])))
+    return found
+
+
+def mount_points(pid):
+    """The mount points of process `pid`'s mount namespace (read through the machine's /proc)."""
+    points = set()
+    try:
+        with open(f"/proc/{pid}/mountinfo", "rb") as handle:
+            for line in handle:
+                fields = line.split()
+                if len(fields) > 4:  # (spaces and the like are written as octal escapes, \\040)
+                    points.add(os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]),
+                                                  fields[4])))
+    except OSError:
+        pass
+    return points
+
+
+def own_socket_inodes(pid_namespace):
+    """The socket inodes held by the processes of the PID namespace whose inode is given."""
+    found = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}/ns/pid").st_ino != pid_namespace:
+                continue
+            entries = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                target = os.readlink(f"/proc/{name}/fd/{entry}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                found.add(int(target[8:-1]))
+    return found
+
+
+def cover_sockets(sockets, skip=frozenset(), mounted=frozenset()):
+    """/dev/null over each socket path that a program outside the sandbox listens on; how many."""
+    covered = 0
+    for path, inode in sockets:
+        if inode in skip or path in mounted:
+            continue
+        try:
+            if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue
+            mount("/dev/null", path, None, MS_BIND)
+            covered += 1
+        except OSError:
+            continue  # gone, or in a folder of the sandbox's own now: nothing of the outside to cover
+    return covered
+
+
+def protect(paths, mounted=frozenset()):
+    """Bind each existing path read-only (those not bound already); the paths that could not be."""
+    missed = []
+    for path in paths:
+        if path in mounted:
+            continue
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            missed.append(path)
+            continue
+        if stat.S_ISLNK(info.st_mode):
+            missed.append(path)  # a link could be pointed elsewhere: not protected (said to Bob)
+            continue
+        try:
+            bind_read_only(path)
+        except OSError:
+            missed.append(path)
+    return missed
+
+
+def private_tmp(private, visible):
+    """The session's own folder as /tmp; each path in `visible` that lies under the real /tmp
+    (the project, its other folders, the interpreter) bound back at its own place."""
+    real = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
+    try:
+        mount(private, "/tmp", None, MS_BIND | MS_REC)
+        for path, writable in visible:
+            relative = os.path.relpath(os.path.realpath(path), os.path.realpath("/tmp"))
+            if relative == "." or relative.startswith(".."):
+                continue
+            inside = os.path.join("/tmp", relative)
+            source = f"/proc/self/fd/{real}/{relative}"
+            try:
+                info = os.stat(source)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                os.makedirs(inside, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(inside), exist_ok=True)
+                if not os.path.exists(inside):
+                    open(inside, "a").close()
+            bind(source, inside, read_only=not writable)
+    finally:
+        os.close(real)
+
+
+def private_dirs(uid):
+    """A tmpfs of its own on the machine's shared memory and on the user's runtime folder (where
+    the user's programs keep their sockets: D-Bus, Wayland, the GPG and SSH agents)."""
+    made = []
+    for path, mode in ((f"/run/user/{uid}", "0700"), *((d, "1777") for d in PRIVATE_DIRS)):
+        if os.path.isdir(path) and not os.path.islink(path):
+            try:
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=50%")
+                made.append(path)
+            except OSError:
+                continue
+    return made
+
+
+def drop_capabilities():
+    """No capability left, none to be had again by exec (the user namespace gave them all)."""
+    libc.prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_DOWN, 0, 0, 0)  # (fails without CAP_SETPCAP: none to drop)
+    cap = 0
+    while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 or ctypes.get_errno() == errno.EPERM:
+        cap += 1
+        if cap > 63:
+            break
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("Ii", CAPABILITY_V3, 0)
+    data = bytes(24)
+    if libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
+        raise _failed("capset")
+
+
+def set_limits(processes, memory):
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        cap = memory if hard == resource.RLIM_INFINITY else min(memory, hard)
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
+    if processes:
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        cap = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+
+
+def landlock(folders, deny_tcp, best_effort):
+    """Restrict this process (and all it starts): writes beneath `folders` only; no signal,
+    trace or abstract UNIX socket outside its domain (ABI 6); no TCP when `deny_tcp` (ABI 4).
+    Returns what it could not have (a list of words), or raises Refused."""
+    version = landlock_abi()
+    missing = []
     if version < 1:
-        return "this kernel has no Landlock"
-    if not network and version < 4:
+        raise Refused("this kernel has no Landlock")
+    if deny_tcp and version < 4:
         if not best_effort:
-            return f"Landlock ABI {version} cannot deny network access (ABI 4 can)"
-        network = True  # what can be had: the file rules
+            raise Refused(f"Landlock ABI {version} cannot deny TCP (ABI 4 can)")
+        missing.append("tcp")
+        deny_tcp = False
+    if version < 6:
+        missing.append("scopes")
     writes = WRITES_V1 | (REFER if version >= 2 else 0) | (TRUNCATE if version >= 3 else 0)
-    attr = RulesetAttr(writes, 0 if network else (BIND_TCP | CONNECT_TCP))
-    size = ctypes.sizeof(RulesetAttr) if version >= 4 else 8
+    attr = RulesetAttr(writes, (BIND_TCP | CONNECT_TCP) if deny_tcp else 0,
+                       (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if version >= 6 else 0)
+    size = 24 if version >= 6 else 16 if version >= 4 else 8
     ruleset = libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
-        return f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}"
+        raise Refused(f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}")
     try:
         for path, rights in [(f, writes) for f in folders] + [(d, writes & FILE_RIGHTS) for d in DEVICES]:
             try:
@@ -74,50 +332,283 @@ def confine(folders: list[str], network: bool, best_effort: bool = False) -> str
             except OSError:
                 continue  # a folder that does not exist grants nothing
             try:
-                if not os.path.isdir(path):
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= FILE_RIGHTS
                 rule = PathBeneath(rights, fd)
                 if libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0) != 0:
-                    return f"landlock_add_rule({path}) failed: {os.strerror(ctypes.get_errno())}"
+                    raise Refused(f"landlock_add_rule({path}) failed: {os.strerror(ctypes.get_errno())}")
             finally:
                 os.close(fd)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
+            raise Refused(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
         if libc.syscall(SYS_RESTRICT_SELF, ruleset, 0) != 0:
-            return f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}"
+            raise Refused(f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(ruleset)
-    return None
+    return missing
 
 
-def main(argv: list[str]) -> None:
-    folders: list[str] = []
-    network = True
-    best_effort = False
-    index = 0
+# ---- the modes ------------------------------------------------------------------------------
+
+def make_namespaces(network):
+    """Enter new namespaces (user, mount, PID for the next child, IPC; network unless allowed)."""
+    uid, gid = os.geteuid(), os.getegid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
+    _call(libc.unshare(flags), "unshare")
+    write_maps(uid, gid)
+    return uid
+
+
+def set_up_inside(options, uid):
+    """In the new namespaces, as their init: the view a sandboxed command gets. Returns `have`."""
+    have = {"proc": False, "pid_max": False, "private_tmp": False, "loopback": None, "protected": True,
+            "missed": []}
+    mount(None, "/", None, MS_REC | MS_SLAVE)  # nothing made here reaches the machine's mounts
+    tmp = os.path.realpath("/tmp")
+    if options["private_tmp"] and not any(tmp == r or tmp.startswith(r.rstrip("/") + "/")
+                                           for r in map(os.path.realpath, options["write"])):
+        visible = [(path, True) for path in options["write"]] + [(path, False) for path in options["show"]]
+        private_tmp(options["private_tmp"], visible)
+        have["private_tmp"] = True
+    try:
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        have["proc"] = True
+    except OSError as exc:
+        have["proc_error"] = str(exc)
+    if have["proc"] and options["processes"]:
+        try:
+            with open("/proc/sys/kernel/pid_max", "w") as handle:
+                handle.write(str(options["processes"] + RESERVED_PIDS))
+            have["pid_max"] = True
+        except OSError:
+            pass
+    have["private_dirs"] = private_dirs(uid)
+    have["missed"] = protect(options["protect"])
+    have["covered"] = cover_sockets(options["sockets"])
+    if not options["network"]:
+        try:
+            loopback_up()
+            have["loopback"] = True
+        except OSError:
+            have["loopback"] = False
+    return have
+
+
+def host(options, probe=False):
+    """Make a session's sandbox; print what was made; its init lives until stdin ends."""
+    if not probe:
+        options["sockets"] = listening_sockets()  # (read in the machine's network namespace)
+    sync_r, sync_w = os.pipe()
+    try:
+        uid = make_namespaces(options["network"])
+        init = os.fork()
+    except OSError as exc:
+        print(json.dumps({"ok": False, "error": str(exc), "landlock": landlock_abi()}), flush=True)
+        return 0 if probe else NOT_CONFINED
+    if init == 0:
+        os.close(sync_r)
+        try:
+            report = {"ok": True, "have": set_up_inside(options, uid)}
+        except Exception as exc:  # noqa: BLE001  (said to Bob, which then confines with what it can have)
+            report = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        os.write(sync_w, json.dumps(report).encode())
+        os.close(sync_w)
+        if probe or not report["ok"]:
+            os._exit(0)
+        be_init()
+    os.close(sync_w)
+    data = b""
+    while True:
+        chunk = os.read(sync_r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    report = json.loads(data) if data else {"ok": False, "error": "the sandbox's init ended during its set-up"}
+    report["pid"] = init
+    report["landlock"] = landlock_abi()
+    print(json.dumps(report), flush=True)
+    if probe:
+        os.waitpid(init, 0)
+    return 0 if report["ok"] or probe else NOT_CONFINED
+
+
+def be_init():
+    """PID 1 of the session's namespace: children reaped by the kernel (SIGCHLD ignored), alive
+    until Bob closes its standard input; then everything in the namespace ends with it."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    os.closerange(3, 65536)
+    while True:
+        try:
+            if not os.read(0, 4096):
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    os._exit(0)
+
+
+def enter(pid):
+    """Enter the namespaces of process `pid` that differ from this one's (user first)."""
+    flags = 0
+    for name, flag in NAMESPACES:
+        try:
+            if os.stat(f"/proc/{pid}/ns/{name}").st_ino != os.stat(f"/proc/self/ns/{name}").st_ino:
+                flags |= flag
+        except OSError:
+            continue
+    if not flags & CLONE_NEWUSER:
+        raise Refused(f"no sandbox to join at process {pid}")
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = -1
+    if pidfd >= 0:
+        try:
+            if libc.setns(pidfd, flags) == 0:
+                return flags
+        finally:
+            os.close(pidfd)
+    for name, flag in NAMESPACES:  # (kernels before 5.8: one namespace at a time)
+        if flags & flag:
+            fd = os.open(f"/proc/{pid}/ns/{name}", os.O_RDONLY)
+            try:
+                _call(libc.setns(fd, flag), f"setns({name})")
+            finally:
+                os.close(fd)
+    return flags
+
+
+def run(options, program):
+    """Run `program` confined; returns the exit status for this process."""
+    folders = list(options["write"])
+    deny_tcp = not options["network"]
+    if options["join"]:
+        sockets = listening_sockets()
+        mounted = mount_points(options["join"])
+        cwd = os.getcwd()
+        try:
+            pid_namespace = os.stat(f"/proc/{options['join']}/ns/pid").st_ino
+            flags = enter(options["join"])
+        except (OSError, Refused) as exc:
+            raise Refused(f"cannot enter the session's sandbox: {exc}") from None
+        os.chdir(cwd)  # (entering a mount namespace moves a process to its root)
+        deny_tcp = deny_tcp and not flags & CLONE_NEWNET
+        protect(options["protect"], mounted)
+        skip = own_socket_inodes(pid_namespace) if options["network"] else frozenset()
+        cover_sockets(sockets, skip, mounted)
+        folders += [d for d in ("/tmp", f"/run/user/{os.geteuid()}", *PRIVATE_DIRS) if d in mounted]
+        return run_inside(options, program, folders, deny_tcp)
+    # No namespace of its own: what Landlock gives. (No process limit: outside a user namespace
+    # RLIMIT_NPROC counts every process of the user, not the command's.)
+    set_limits(0, options["memory"])
+    drop_capabilities()
+    landlock(folders, deny_tcp, options["best_effort"])
+    exec_program(program)
+    return 0  # not reached
+
+
+def run_inside(options, program, folders, deny_tcp):
+    """Fork `program` into the namespace entered (a PID namespace takes only new children);
+    wait for it and end as it did."""
+    try:
+        child = os.fork()
+    except OSError as exc:
+        if exc.errno == errno.EAGAIN:
+            raise Refused("the session's sandbox holds as many processes as tools.limits.processes allows") from None
+        raise
+    if child == 0:
+        try:
+            set_limits(options["processes"], options["memory"])
+            drop_capabilities()
+            landlock(folders, deny_tcp, options["best_effort"])
+            exec_program(program)
+        except (OSError, Refused) as exc:
+            sys.stderr.write(f"bob sandbox: {exc}: not run\n")
+            sys.stderr.flush()
+        os._exit(NOT_CONFINED)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, lambda number, _frame: os.kill(child, number))
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+        return 128 + number
+    return os.waitstatus_to_exitcode(status)
+
+
+def exec_program(program):
+    try:
+        os.execvp(program[0], program)
+    except OSError as exc:
+        sys.stderr.write(f"bob sandbox: cannot run {program[0]}: {exc.strerror}\n")
+        os._exit(127)
+
+
+def parse(argv):
+    options = {"write": [], "protect": [], "show": [], "network": True, "best_effort": False, "join": None,
+               "private_tmp": None, "processes": 0, "memory": 0, "sockets": []}
+    if not argv or argv[0] not in ("probe", "host", "run"):
+        raise SystemExit("bob sandbox: the first argument is probe, host or run")
+    mode, index = argv[0], 1
+    repeated = {"--write": "write", "--protect": "protect", "--show": "show"}
+    single = {"--join": "join", "--private-tmp": "private_tmp", "--processes": "processes", "--memory": "memory"}
     while index < len(argv) and argv[index] != "--":
-        if argv[index] == "--write":
-            folders.append(argv[index + 1])
+        item = argv[index]
+        if item in repeated and index + 1 < len(argv):
+            options[repeated[item]].append(argv[index + 1])
             index += 2
-        elif argv[index] == "--no-network":
-            network = False
+        elif item in single and index + 1 < len(argv):
+            value = argv[index + 1]
+            options[single[item]] = int(value) if item in ("--join", "--processes", "--memory") else value
+            index += 2
+        elif item == "--no-network":
+            options["network"] = False
             index += 1
-        elif argv[index] == "--best-effort":
-            best_effort = True
+        elif item == "--best-effort":
+            options["best_effort"] = True
             index += 1
         else:
-            sys.stderr.write(f"bob sandbox: unknown option {argv[index]}\n")
-            sys.exit(2)
-    program = argv[index + 1:]
+            raise SystemExit(f"bob sandbox: unknown option {item}")
+    return mode, options, argv[index + 1:]
+
+
+def main(argv):
+    mode, options, program = parse(argv)
+    if mode == "probe":
+        import tempfile
+
+        options["private_tmp"] = tempfile.mkdtemp(prefix="bob-probe-")
+        options["processes"] = 1024
+        parent = os.open(os.path.dirname(options["private_tmp"]), os.O_PATH | os.O_DIRECTORY)
+        try:
+            return host(options, probe=True)
+        finally:  # (through the folder's descriptor: this process now sees a /tmp of the sandbox's)
+            os.rmdir(os.path.basename(options["private_tmp"]), dir_fd=parent)
+            os.close(parent)
+    if mode == "host":
+        return host(options)
     if not program:
         sys.stderr.write("bob sandbox: no program to run\n")
-        sys.exit(2)
-    problem = confine(folders, network, best_effort)
-    if problem is not None and not best_effort:
-        sys.stderr.write(f"bob sandbox: {problem}: not run\n")
-        sys.exit(126)
-    os.execvp(program[0], program)
+        return 2
+    try:
+        return run(options, program)
+    except Refused as exc:
+        if options["best_effort"] and not options["join"]:
+            exec_program(program)
+        sys.stderr.write(f"bob sandbox: {exc}: not run\n")
+        return NOT_CONFINED
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 PRIVATE_FOLDERS = (".git", ".bob")  # a project's own state: a change there runs code or changes Bob
+PROTECTED_FILES = ("AGENTS.md",)  # instructions Bob trusts: never changed unasked
 
 
 class Workspace:
@@ -40,8 +41,11 @@ class Workspace:
 
     def contains(self, path: str) -> bool:
         """True when `path`, with every link followed as the kernel would, lies inside one of the
-        roots and under none of that root's private folders (.git, .bob) at any depth."""
+        roots, under none of that root's private folders (.git, .bob) at any depth, and is no
+        AGENTS.md."""
         real = os.path.realpath(self.resolve(path))
+        if os.path.basename(real) in PROTECTED_FILES:
+            return False
         for root in self.roots:
             base = os.path.realpath(root)
             if real == base or not real.startswith(base.rstrip(os.sep) + os.sep):
@@ -49,6 +53,17 @@ class Workspace:
             if not any(part in PRIVATE_FOLDERS for part in os.path.relpath(real, base).split(os.sep)):
                 return True
         return False
+
+
+def too_broad(ws: Workspace, home: str | None = None) -> str | None:
+    """A root of `ws` that is the whole disk, the home folder or a folder above it (where "this
+    project's files" would be all of the user's), or None."""
+    home = os.path.realpath(home or os.path.expanduser("~"))
+    for root in ws.roots:
+        real = os.path.realpath(root)
+        if real == os.sep or real == home or home.startswith(real.rstrip(os.sep) + os.sep):
+            return root
+    return None
 
 
 _known: dict[tuple[str, tuple[str, ...]], Workspace] = {}  # one object per workspace: caches find it by identity

@@ -19,10 +19,10 @@ LAYERS = [
     ("engine", ["bob_acp.engine"]),
     ("rooms", ["bob_acp.tools", "bob_acp.providers", "bob_acp.mcp", "bob_acp.sessions", "bob_acp.skills",
                "bob_acp.system_prompt", "bob_acp.compress", "bob_acp.sandbox", "bob_acp.sandbox_exec",
-               "bob_acp.children", "bob_acp.watchdog", "bob_acp.config"]),
+               "bob_acp.children", "bob_acp.supervisor", "bob_acp.config"]),
     ("leaves", ["bob_acp.history", "bob_acp.workspace", "bob_acp.cancel", "bob_acp.exceptions", "bob_acp.atomic",
                 "bob_acp.lazy", "bob_acp.jsontext", "bob_acp.log", "bob_acp.secrets", "bob_acp.httpio",
-                "bob_acp.timestamps", "bob_acp.fswatch", "bob_acp.plain_yaml", "bob_acp"]),
+                "bob_acp.timestamps", "bob_acp.fswatch", "bob_acp.plain_yaml", "bob_acp.bobdir", "bob_acp"]),
     ("transport", ["bob_acp.jsonrpc"]),
 ]
 

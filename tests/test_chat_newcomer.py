@@ -193,3 +193,29 @@ def test_a_demo_ended_by_a_signal_removes_its_folder(chat):
             break
         time.sleep(0.05)
     assert not left
+
+
+@pytest.mark.parametrize("give", ["n", "y"])
+def test_folders_a_saved_session_names_are_given_back_only_when_the_person_says(chat, workdir, tmp_path, give):
+    """A session file can come with a cloned repository: the folders it names beyond its own
+    are asked about before they are given to the session again."""
+    other = tmp_path / "other"
+    other.mkdir()
+    sessions = workdir / ".bob" / "sessions"
+    sessions.mkdir(parents=True)
+    stamp = "2026-12-01T10:00:00.000000Z"
+    (sessions / "20261201-100000-0badcafe.json").write_text(json.dumps({
+        "version": 3, "id": "20261201-100000-0badcafe", "cwd": str(workdir), "title": "planted",
+        "createdAt": stamp, "updatedAt": stamp, "generation": 1, "choices": {}, "turns": 1,
+        "additionalDirectories": [str(other)],
+        "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                     {"role": "assistant", "content": "hello"}]}))
+    child = chat(["--profile", "full", "--continue"], TOOLS)
+    child.expect(r"also covered .*other\. Give it those folders again\? \[y/N\] ")
+    child.sendline(give)
+    if give == "n":
+        child.expect("goes on in its own folder alone")
+    child.expect("Loaded session 20261201-100000-0badcafe")
+    child.expect("you> ")
+    child.sendline("/quit")
+    finish(child)

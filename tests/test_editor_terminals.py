@@ -205,3 +205,30 @@ def test_the_default_profile_never_uses_the_editors_terminal(tmp_path, bob_env, 
 
     assert run(bob_env, str(workdir), client, body, caplog).stop_reason == "end_turn"
     assert client.requests == [] and outputs(client)[0] == "own-process\n[exit code: 0]"
+
+
+def test_a_sandboxed_command_in_the_editors_terminal_runs_in_the_sessions_sandbox(tmp_path, bob_env, workdir,
+                                                                                 caplog):
+    """The editor runs the launcher itself: it joins the session's sandbox (made by Bob), so the
+    command cannot write .git or reach the network, and shares the session's own /tmp."""
+    from bob_acp import sandbox as sandbox_module
+
+    if sandbox_module.abi() < 6 or not sandbox_module.machine(False).namespaces:
+        pytest.skip("needs Landlock ABI 6 and namespaces")
+    (workdir / ".git").mkdir()
+    configure(tmp_path, [bash("echo inside > /tmp/mark; echo x > .git/x; echo in-project > ok.txt; cat /tmp/mark"),
+                         {"text": "done"}], tools={"clientTerminal": True, "sandbox": "workspace"},
+              permissions={"mode": "sandboxed"})
+    client = TerminalClient()
+
+    async def body(conn):
+        sid = await start(conn, workdir)
+        return await conn.prompt(session_id=sid, prompt=[schema.TextContentBlock(type="text", text="go")])
+
+    assert run(bob_env, str(workdir), client, body, caplog).stop_reason == "end_turn"
+    _, command, args, cwd, variables, limit = client.requests[0]
+    assert args[:3] == ["-I", "-S", sandbox_module.LAUNCHER] and "--join" in args
+    result = outputs(client)[0]
+    assert "Read-only file system" in result and "inside" in result
+    assert (workdir / "ok.txt").read_text() == "in-project\n" and not (workdir / ".git" / "x").exists()
+    assert not os.path.exists("/tmp/mark") or open("/tmp/mark").read() != "inside\n"

@@ -114,12 +114,15 @@ class Opener:
         if self.cfg.acp.configOptions:
             result.update(self.selectors().state(session))
         elif session.conv.mode != "ask":
-            result["modes"] = selectors_module.modes_state(session.conv.mode, self.selectors().modes())
+            result["modes"] = selectors_module.modes_state(session.conv.mode, self.selectors().modes(session))
         return result
 
     def send_commands(self, session: Session) -> None:
         self.channel.update(session.id, p.commands_update(skills.available_commands(session.catalog)))
         self.report_mcp(session)
+        notices, session.conv.notices = session.conv.notices, []
+        for line in notices:  # (what the session cannot have here, and why)
+            self.channel.tell(session.id, line)
 
     def report_mcp(self, session: Session) -> None:
         """Once, a line to the user for each of the session's MCP servers that could not be used."""

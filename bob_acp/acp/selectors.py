@@ -47,9 +47,21 @@ class Handlers:
         further names each serves (choices)."""
         return [option.value for option in self._models.options()]
 
-    def modes(self) -> tuple:
-        """The approval modes this Bob offers (sandboxed only where a sandbox is configured)."""
-        return tuple(m for m in MODES if m[0] != "sandboxed" or self.cfg.tools.sandbox != "off")
+    def modes(self, session: Session) -> tuple:
+        """The approval modes this session can have (engine.unoffered_modes says which it cannot:
+        sandboxed without a sandbox that holds here, neither it nor allow-edits over a folder as
+        broad as the home folder); sandboxed says what its sandbox covers on this machine."""
+        conv = session.conv
+        offered = []
+        for mode, name, text in MODES:
+            if mode in conv.unoffered:
+                continue
+            if mode == "sandboxed" and conv.sandbox is not None:
+                covers = conv.sandbox.coverage.held
+                lacks = conv.sandbox.partial()
+                text = (f"{text}. The sandbox here: {'; '.join(covers)}" + (f". It lacks: {lacks}" if lacks else ""))
+            offered.append((mode, name, text))
+        return tuple(offered)
 
     def levels(self, session: Session | None = None) -> tuple[str, ...]:
         """The reasoning levels the session's model takes (none for the script provider)."""
@@ -69,11 +81,12 @@ class Handlers:
              "options": [{"value": name, "name": name} for name in self.models()]},
             {"id": "mode", "name": "Approval mode", "category": "mode", "type": "select",
              "currentValue": conv.mode,
-             "options": [{"value": mode, "name": name, "description": text} for mode, name, text in self.modes()]},
+             "options": [{"value": mode, "name": name, "description": text}
+                         for mode, name, text in self.modes(session)]},
         ] + (reasoning if levels else [])
 
     def state(self, session: Session) -> dict:
-        return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode, self.modes())}
+        return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode, self.modes(session))}
 
     def restore(self, session: Session, choices: dict) -> str | None:
         """The choices a session file kept (a model no longer offered falls back to model.name).
@@ -85,7 +98,7 @@ class Handlers:
         if choices.get("reasoning") in self.levels(session):
             session.conv.reasoning = None if choices["reasoning"] == "default" else choices["reasoning"]
         saved = choices.get("mode")
-        if not isinstance(saved, str) or saved not in {mode for mode, _, _ in self.modes()}:
+        if not isinstance(saved, str) or saved not in {mode for mode, _, _ in self.modes(session)}:
             return None
         configured = self.cfg.permissions.mode
         if RANK[saved] <= RANK[configured]:
@@ -137,8 +150,11 @@ class Handlers:
         return None if value == self._models.options()[0].value else value
 
     def _set_mode(self, session: Session, value: object, field: str) -> None:
-        if not isinstance(value, str) or value not in {mode for mode, _, _ in self.modes()}:
-            offered = ", ".join(mode for mode, _, _ in self.modes())
+        why = session.conv.unoffered.get(value) if isinstance(value, str) else None
+        if why is not None:
+            raise RpcError.invalid_params(f"{field}: this session cannot have the mode {value}: {why}")
+        if not isinstance(value, str) or value not in {mode for mode, _, _ in self.modes(session)}:
+            offered = ", ".join(mode for mode, _, _ in self.modes(session))
             raise RpcError.invalid_params(f"{field}: unknown mode {str(value)[:100]!r} ({offered})")
         if value != session.conv.mode:
             session.conv.mode = value

@@ -147,7 +147,7 @@ class AgentServer:
             tools.kill_all()
         for session in held:
             if session.conv.sandbox is not None:
-                session.conv.sandbox.remove_cache()
+                session.conv.sandbox.end()
         if "bob_acp.mcp" in sys.modules:  # every server, those of sessions still opening too
             mcp_module.close_all()
 
@@ -192,8 +192,17 @@ class AgentServer:
             "authMethods": self.auth_methods,
         }
         if first:
-            return Reply(result, after=lambda: warm(jsontext.use_orjson, engine, sessions, skills, tools, turns_module))
+            return Reply(result, after=lambda: warm(jsontext.use_orjson, engine, sessions, skills, tools, turns_module,
+                                                    self._sandbox_probe))
         return result
+
+    def _sandbox_probe(self) -> None:
+        """What this machine gives a sandbox, asked once before the first session needs it."""
+        if self.cfg.tools.sandbox != "off":
+            from bob_acp import children, sandbox
+
+            children.protect()
+            sandbox.machine(bool(self.cfg.tools.sandboxNetwork))
 
     def authenticate(self, params: dict) -> dict:
         if not self.initialized:

@@ -68,12 +68,12 @@ class Session:
             turn.cancel_now()
 
     def end(self) -> None:
-        """The session is forgotten: its turns are cancelled, its sandbox's cache goes, what its
+        """The session is forgotten: its turns are cancelled, its sandbox ends (its folder goes), what its
         commands left running on purpose (bg-jobs, setsid) and its MCP servers end, off the
         caller's thread."""
         self.cancel_all()
         if self.conv.sandbox is not None:
-            self.conv.sandbox.remove_cache()
+            self.conv.sandbox.end()
         if self.conv.owner and "bob_acp.children" in sys.modules:
             from bob_acp import children
 

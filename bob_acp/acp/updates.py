@@ -85,8 +85,11 @@ class TurnSink:
         if self._terminal(call):
             content = [p.terminal_content(call.ref)]
             meta = {"terminal_info": {"terminal_id": call.ref, "cwd": self.cwd}}
-        if call.sandboxed:  # (tools.sandbox) the client can say the command runs confined
-            meta = {**(meta or {}), "bob": {"sandboxed": True}}
+        if call.sandboxed:  # (tools.sandbox) the client can say the command runs confined, and how far
+            bob: dict[str, object] = {"sandboxed": True}
+            if call.partial:
+                bob["partial"] = call.partial
+            meta = {**(meta or {}), "bob": bob}
         self.send(p.tool_call(call.ref, call.title, call.kind, call.arguments, locations(call),
                                content=content, meta=meta))
 

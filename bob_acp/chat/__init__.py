@@ -233,7 +233,7 @@ class Chat:
                 raise ChatError(str(exc)) from None
             load = str(picked.get("sessionId"))
             more = picked.get("additionalDirectories")
-            if isinstance(more, list) and more:  # the session's further folders, as it was saved with them
+            if isinstance(more, list) and more and self._give_back(more):
                 params["additionalDirectories"] = more
         if load:
             self.screen.line(f"Loaded session {load}:", "bold")
@@ -248,6 +248,21 @@ class Chat:
         self.choices.take(result)
         modes = mapping(result.get("modes"))
         self.show_mode(modes.get("currentModeId"))
+
+    def _give_back(self, folders: list) -> bool:
+        """Whether the person gives a saved session its further folders again: a session file
+        is only a file (a cloned repository can ship one), so folders the person did not give
+        in this run are asked about, and without a terminal to ask on, not given."""
+        shown = ", ".join(visible.line(str(folder)) for folder in folders)
+        if not self.asker.can_ask or self.asker.yes or self.asker.no:
+            self.screen.line(f"the saved session also covered {shown}: not given again (no one to ask here); "
+                             "it goes on in its own folder alone", "yellow")
+            return False
+        answer = self.asker.line(f"The saved session also covered {shown}. Give it those folders again? [y/N] ")
+        if answer.lower() in ("y", "yes"):
+            return True
+        self.screen.line("it goes on in its own folder alone", "dim")
+        return False
 
     def show_mode(self, mode: object) -> None:
         """A session that asks less than `ask` always says so on screen."""

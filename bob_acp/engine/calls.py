@@ -25,6 +25,8 @@ class Call:
     grant: str | None = ""  # what allow_always remembers for this call; None: it cannot be remembered
     preview: Diff | None = None  # the change it would make, shown before approval
     sandboxed: bool = False  # bash that will run in the sandbox (said to the client in _meta)
+    partial: str | None = None  # what that sandbox lacks on this machine (said too), None: nothing
+    confine: bool = False  # runs unasked because it stays in the project (its writes must: bob_acp.atomic)
     reason: str = ""  # what the user said to do instead, with a rejection
     terminal: str | None = None  # the editor's terminal it runs in (tools.clientTerminal)
 
@@ -35,9 +37,10 @@ def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, ws: Works
     grant: str | None
     try:
         title, locations = tool.title(arguments), tool.locations(arguments, ws)
-        grant = tool.grant(arguments, ws) if per_command else tool.grant_key
+        # (a grant of an unconfined command covers that command alone, whatever allowAlways says)
+        grant = tool.grant(arguments, ws) if per_command or tool.exact(arguments) else tool.grant_key
     except Exception:  # arguments of the wrong shape: the tool's own run() will say so
-        title, locations, grant = name, [], None if per_command else tool.grant_key
+        title, locations, grant = name, [], None if per_command or tool.exact(arguments) else tool.grant_key
     return Call(ref, name, arguments, tool, clean(title), tool.kind, locations, grant)
 
 

@@ -32,8 +32,10 @@ class Conversation:
     reasoning: str | None = None  # the session's reasoning level (acp.configOptions); None: as configured
     cost: float = 0.0  # the session's cost so far, when model.price is configured
     owner: str = ""  # the label its commands' processes carry: what they leave running ends with the session
-    sandbox: Sandbox | None = None  # of its commands (None: tools.sandbox off)
+    sandbox: Sandbox | None = None  # of its commands (None: tools.sandbox off, or a folder too broad for one)
     client: Client | None = None  # the editor's files and terminals (tools.clientFs, tools.clientTerminal)
+    unoffered: dict[str, str] = field(default_factory=dict)  # approval mode -> why this session cannot have it
+    notices: list[str] = field(default_factory=list)  # what the user is told once the session is open
 
     @property
     def cwd(self) -> str:

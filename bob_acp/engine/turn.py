@@ -25,7 +25,7 @@ from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
-from bob_acp.workspace import Workspace
+from bob_acp.workspace import Workspace, too_broad
 
 if TYPE_CHECKING:
     from bob_acp.config import Config
@@ -116,8 +116,28 @@ class _Stream:
 
 
 def confined(conv: Conversation, call: Call) -> bool:
-    """Whether this call is a bash command that will run in the session's sandbox."""
-    return call.name == "bash" and conv.sandbox is not None and call.arguments.get("unconfined") is not True
+    """Whether this call is a bash command that will run in the session's sandbox (confined by
+    something: a best-effort sandbox with nothing to confine runs it as it is)."""
+    return (call.name == "bash" and conv.sandbox is not None and call.arguments.get("unconfined") is not True
+            and conv.sandbox.confines)
+
+
+def unoffered_modes(conv: Conversation, broad: str | None) -> dict[str, str]:
+    """The approval modes a session cannot have, each with why: `sandboxed` without a sandbox
+    that holds all it promises here (unless best-effort), and neither it nor `allow-edits` when a
+    folder of the session is the whole disk, the home folder or above it."""
+    found: dict[str, str] = {}
+    if broad is not None:
+        what = "the whole disk" if broad == os.sep else "your home folder (or a folder above it)"
+        why = (f"this session's folder {broad} is {what}: \"this project's files\" would be all of yours, so no "
+               "approval mode runs anything unasked in it and its commands run without a sandbox")
+        found["allow-edits"] = found["sandboxed"] = why
+    elif conv.sandbox is None:
+        found["sandboxed"] = "no sandbox is configured (tools.sandbox)"
+    elif not conv.sandbox.unasked():
+        found["sandboxed"] = (f"the sandbox is incomplete on this machine ({conv.sandbox.partial()}), so its "
+                              "commands are asked (tools.sandbox: best-effort runs them unasked all the same)")
+    return found
 
 
 _labels = random.Random(os.urandom(16))  # distinct, not secret (see sessions.new_id)
@@ -158,9 +178,19 @@ class Engine:
         if stored:
             messages += [m for m in stored if m["role"] != "system"]
         owner = new_owner()
-        return Conversation(workspace=ws, messages=messages, skills=catalog.skills, tools=tools,
-                            mode=self.cfg.permissions.mode, owner=owner,
-                            sandbox=sandbox.for_session(self.cfg, ws, owner))
+        conv = Conversation(workspace=ws, messages=messages, skills=catalog.skills, tools=tools,
+                            mode=self.cfg.permissions.mode, owner=owner)
+        broad = too_broad(ws)
+        if broad is None:
+            conv.sandbox = sandbox.for_session(self.cfg, ws, owner, self.log)
+        conv.unoffered = unoffered_modes(conv, broad)
+        if conv.mode in conv.unoffered:
+            conv.notices.append(f"🔒 This session asks before every tool call (approval mode ask, not {conv.mode}): "
+                                f"{conv.unoffered[conv.mode]}.")
+            conv.mode = "ask"
+        elif broad is not None and self.cfg.tools.sandbox != "off":  # (its commands run without the sandbox)
+            conv.notices.append(f"🔒 {conv.unoffered['allow-edits'][0].upper()}{conv.unoffered['allow-edits'][1:]}.")
+        return conv
 
     def reset(self, conv: Conversation) -> list[dict]:
         """/new: the history back to its system prompt; returns the messages it held."""
@@ -288,6 +318,8 @@ class Engine:
         ctx = ToolContext(workspace=conv.workspace, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
                           sandbox=conv.sandbox, client=conv.client)
         call.sandboxed = confined(conv, call)
+        if call.sandboxed and conv.sandbox is not None and not conv.sandbox.complete:
+            call.partial = conv.sandbox.partial()
         tool = call.tool
         if tool is not None and times < self.cfg.loop.warnAt:
             call.preview = _quietly(lambda: tool.preview(call.arguments, ctx))
@@ -305,6 +337,7 @@ class Engine:
             rejected = f"[rejected by the user: {call.reason}]" if call.reason else REJECTED
             return self._finish(conv, call, sink, failed(rejected))
         sink.tool_running(call)
+        ctx.confine = call.confine
         if call.name == "bash" and conv.sandbox is not None and not call.sandboxed and self.log is not None:
             self.log.info("[acp] unconfined run (outside the sandbox): {title}", tool=call.name, call=call.ref,
                           title=call.title)
@@ -331,11 +364,12 @@ class Engine:
             return False
         if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
             return True
-        if (conv.mode == "allow-all"
-                or (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
-                    and tool.in_project(call.arguments, conv.workspace))
+        by_mode = (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
+                   and tool.in_project(call.arguments, conv.workspace))
+        if (conv.mode == "allow-all" or by_mode
                 or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox is not None
-                    and conv.sandbox.refusal() is None)):
+                    and conv.sandbox.unasked())):
+            call.confine = by_mode  # unasked because it stays in the project: its write must, whatever links do
             if self.log is not None:
                 self.log.info("[acp] run without asking (permissions.mode {mode}): {title}", mode=conv.mode,
                               tool=call.name, call=call.ref, title=call.title)

@@ -145,7 +145,7 @@ class StdioConnection(Connection):
         self._closing = False
         self._label = children.new_label("mcp")
         self.proc = children.spawn([command, *args], self._label, env=env, stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, close_fds=True)
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
         # (PIPE: each is there; named, so the type checker knows)
         assert self.proc.stdin is not None and self.proc.stdout is not None and self.proc.stderr is not None
         self._stdin, self._stdout, self._stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr

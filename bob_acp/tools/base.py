@@ -58,6 +58,7 @@ class ToolContext:
     sandbox: Sandbox | None = None  # where bash runs confined (None: tools.sandbox off)
     client: Client | None = None  # the editor's files and terminals (None: the disk and Bob's own processes)
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
+    confine: bool = False  # the call runs unasked because it stays in the project: its writes never leave it
 
     @property
     def cwd(self) -> str:
@@ -91,6 +92,11 @@ class Tool:
         """What an allow_always scoped to the call (permissions.allowAlways: command) remembers;
         None: this call can never be remembered (it asks every time)."""
         return self.name
+
+    def exact(self, args: dict) -> bool:
+        """Whether an allow_always of this call covers this exact call alone, whatever
+        permissions.allowAlways says (an unconfined command: never every bash call)."""
+        return False
 
     def in_project(self, args: dict, ws: Workspace) -> bool:
         """True when the call touches only this project's own files, under any of the workspace's

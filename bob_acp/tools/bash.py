@@ -19,7 +19,7 @@ from bob_acp import children
 from bob_acp import log as bob_log
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
-from bob_acp.sandbox import Sandbox, looks_denied
+from bob_acp.sandbox import Sandbox, looks_denied, looks_offline
 from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 from bob_acp.workspace import Workspace
@@ -37,9 +37,12 @@ QUEUE_CHUNKS = 64
 
 _BLANKS = re.compile(r"[ \t]+")
 UNCONFINED = " (unconfined)"
-SANDBOX_NOTE = ("\n[this command ran in the sandbox, which may have denied it: it can write only in the project "
-                "and temporary folders, and the network may be off. If it needs more, call bash again with "
-                "\"unconfined\": true; that asks the user.]")
+SANDBOX_NOTE = ("\n[this command ran in the sandbox, which may have denied it: it can write only in the project's "
+                "folders and its own /tmp; .git, .bob and AGENTS.md are read-only to it. If it needs more, call bash "
+                "again with \"unconfined\": true; that asks the user.]")
+NETWORK_NOTE = ("\n[this command ran in the sandbox, which has no network (tools.sandboxNetwork: false): a connection "
+                "fails there. If it needs the network, call bash again with \"unconfined\": true, which asks the "
+                "user; or the user can allow the network with tools.sandboxNetwork: true.]")
 
 
 def grantable(command: str) -> bool:
@@ -148,36 +151,49 @@ class BashTool(Tool):
         timeout = args.get("timeout", ctx.config.tools.bash.timeout)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
             return ToolResult("error: argument 'timeout' must be a positive number of seconds", failed=True)
-        # Started and registered under one lock, so kill_all() (shutdown) never misses a command
-        # that has just started; the cancel (set before kill_all) is checked once it is registered.
         argv, env, sandbox = ["bash", "-c", command], ctx.env, None
         if ctx.sandbox is not None and args.get("unconfined") is not True:
             refusal = ctx.sandbox.refusal()
             if refusal is not None:
                 return ToolResult(refusal, failed=True)
-            sandbox = ctx.sandbox
-            argv, env = sandbox.command(argv), sandbox.environment(env)
+            if ctx.sandbox.confines:  # (best-effort with nothing to confine: it runs as it is, said so)
+                sandbox = ctx.sandbox
+                try:
+                    argv = sandbox.command(argv)
+                except OSError as exc:
+                    return ToolResult(f"error: the sandbox cannot run the command: {exc.strerror or exc}", failed=True)
+                env = sandbox.environment(env)
+        before = sandbox.snapshot() if sandbox is not None else frozenset()
+        try:
+            result = self._run(argv, env, float(timeout), ctx, cancel)
+        finally:
+            planted = sandbox.planted(before) if sandbox is not None else []
+            if planted:
+                log.warning("[acp] sandbox: a sandboxed command created {paths}", paths=", ".join(planted))
+        return _confined(result, sandbox, planted)
+
+    def _run(self, argv: list[str], env: dict | None, timeout: float, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         limit = ctx.config.tools.bash.outputLimit
         if ctx.client is not None and ctx.client.can_run:  # tools.clientTerminal
             terminal = ctx.client.terminal(argv, ctx.cwd, dict(os.environ if env is None else env), limit, cancel)
             if terminal is not None:
                 if ctx.show_terminal is not None:
                     ctx.show_terminal(terminal.id)
-                return _confined(editor_terminal.run(terminal, float(timeout), limit, cancel), sandbox)
+                return editor_terminal.run(terminal, timeout, limit, cancel)
         label = ctx.owner or children.new_label("bash")
+        try:
+            proc = children.spawn(argv, label, env=env, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            return ToolResult(f"error: cannot start bash: {exc.strerror or exc}", failed=True)
+        # Registered once started: kill_all() (shutdown) kills the groups it knows; one that
+        # started in between is ended by the supervisor, which ends everything when Bob does.
         with _live_lock:
-            try:
-                proc = children.spawn(
-                    argv, label, env=env, cwd=ctx.cwd, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True,
-                )
-            except OSError as exc:
-                return ToolResult(f"error: cannot start bash: {exc}", failed=True)
             _live.add(proc.pid)
         try:
             if cancel.is_set():
                 raise Cancelled()
-            return _confined(_Watch(proc, limit, float(timeout), cancel, ctx.live).run(), sandbox)
+            return _Watch(proc, limit, timeout, cancel, ctx.live).run()
         finally:
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
             with _live_lock:
@@ -188,12 +204,20 @@ class BashTool(Tool):
                 children.end_orphans(label)
 
 
-def _confined(result: ToolResult, sandbox: Sandbox | None) -> ToolResult:
-    """A result of a command the sandbox ran, said so (and what to do when it denied it)."""
-    if sandbox is not None:
-        result.sandboxed = True
-        if result.failed and looks_denied(result.output):
-            result.output += SANDBOX_NOTE
+def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str]) -> ToolResult:
+    """A result of a command the sandbox ran, said so: what to do when it denied it, that the
+    network is off when it looks like the network failed, and what it created that Bob protects."""
+    if sandbox is None:
+        return result
+    result.sandboxed = True
+    if result.failed and not sandbox.network and looks_offline(result.output):
+        result.output += NETWORK_NOTE
+    elif result.failed and looks_denied(result.output):
+        result.output += SANDBOX_NOTE
+    if planted:
+        result.output += (f"\n[⚠️ this command created {', '.join(planted)}: such files run code or instruct Bob later "
+                          "(git hooks and config, Bob's skills, AGENTS.md). The sandbox keeps them read-only once "
+                          "they exist, but could not stop their creation: the user should check them]")
     return result
 
 
@@ -347,11 +371,15 @@ def _pump(stream, events: _Channel) -> None:
 
 class SandboxedBashTool(BashTool):
     """bash where commands run in the sandbox (tools.sandbox): the model may ask to run one
-    unconfined, which always asks the user."""
+    unconfined, which always asks the user; "always" then covers that exact command alone."""
+
+    def exact(self, args: dict) -> bool:
+        return args.get("unconfined") is True
 
     description = BashTool.description + (
-        " Commands run in a sandbox: they can write only inside the project and temporary folders"
-        " (and may have no network). When a command fails because the sandbox denied it, you may run it"
+        " Commands run in a sandbox: they can write only inside the project's folders and a /tmp of their own"
+        " (read_file and write_file see the real /tmp), .git, .bob and AGENTS.md are read-only to them, and"
+        " they may have no network. When a command fails because the sandbox denied it, you may run it"
         " again with unconfined: true; the user is asked first.")
     parameters = {
         "type": "object",

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import threading
 
-from bob_acp.atomic import NotRegular, atomic_write, open_regular
+from bob_acp.atomic import NotRegular, OutsideRoot, atomic_write, open_regular, write_beneath
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsontext import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
-from bob_acp.workspace import Workspace
+from bob_acp.workspace import PRIVATE_FOLDERS, PROTECTED_FILES, Workspace
 
 PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"}
 READ_TIME_LIMIT = 30.0  # seconds a read may take (a dead network file system) before it is given up
@@ -109,6 +109,9 @@ class _FileTool(Tool):
             return path
         try:
             return self._work(args, path, ctx, cancel)
+        except OutsideRoot as exc:
+            return ToolResult(f"error: not written: {clean(str(exc))} (it was inside the project when it was "
+                              "checked; a link changed since)", failed=True)
         except NotRegular as exc:
             return ToolResult(f"error: {clean(str(exc))}; {self.name} works on regular files only", failed=True)
         except InterruptedError:
@@ -274,6 +277,10 @@ class WriteFileTool(_FileTool):
             return ToolResult(f"error: {clean(path)} is a directory", failed=True)
         old = _old_text(path)
         data = content.encode("utf-8")
+        if ctx.confine:  # unasked because it stays in the project: it does, whatever links do meanwhile
+            _write_confined(ctx, path, data, cancel)
+            verb = "created" if old is None else "overwrote"
+            return ToolResult(f"{verb} {clean(path)} ({len(data)} bytes)", diff=Diff(clean(path), _shown(old), content))
         through = _editor_write(ctx, path, content, cancel)
         if isinstance(through, ToolResult):
             return through
@@ -315,6 +322,23 @@ def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> 
     except ClientError as exc:
         return ToolResult(f"error: the editor could not write {clean(path)}: {exc}", failed=True)
     return previous
+
+
+def _write_confined(ctx: ToolContext, path: str, data: bytes, cancel: Cancel) -> None:
+    """Write `path` inside the workspace root it lies in, never through a link out of it, never
+    into a private folder (.git, .bob) or an AGENTS.md (bob_acp.atomic.write_beneath)."""
+    for root in ctx.workspace.roots:
+        if path.startswith(root.rstrip(os.sep) + os.sep):
+            write_beneath(root, os.path.relpath(path, root), data, may_commit=lambda: not cancel.is_set(),
+                          refuse=protected)
+            return
+    raise OutsideRoot(13, f"{path} is not inside the project")
+
+
+def protected(relative: str) -> bool:
+    """Whether a path inside a project is one no unasked write may touch."""
+    parts = relative.split(os.sep)
+    return any(part in PRIVATE_FOLDERS for part in parts) or parts[-1] in PROTECTED_FILES
 
 
 def _old_text(path: str) -> str | None:
@@ -398,13 +422,16 @@ class EditFileTool(_FileTool):
         if isinstance(planned, ToolResult):
             return planned
         old, new, count = planned
-        if ctx.client is not None and ctx.client.can_write:
+        if ctx.confine:  # unasked because it stays in the project: it does, whatever links do meanwhile
+            _write_confined(ctx, path, _bytes(new), cancel)
+        elif ctx.client is not None and ctx.client.can_write:
             try:
                 ctx.client.write(path, new, cancel)
             except ClientError as exc:
                 return ToolResult(f"error: the editor could not write {clean(path)}: {exc}", failed=True)
             return ToolResult(f"edited {clean(path)} through the editor: {count} replacement(s)",
                               diff=Diff(clean(path), _shown(old), clean(new)))
-        atomic_write(path, _bytes(new), may_commit=lambda: not cancel.is_set())
+        else:
+            atomic_write(path, _bytes(new), may_commit=lambda: not cancel.is_set())
         note = "" if old == clean(old) else " (the file is not valid UTF-8; its other bytes were kept as they were)"
         return ToolResult(f"edited {clean(path)}: {count} replacement(s){note}", diff=Diff(clean(path), _shown(old), clean(new)))

@@ -1,0 +1,37 @@
+"""Bob's own folder in a project, `.bob/`: its skills (`.bob/skills`, which a team may commit),
+and Bob's state (sessions, background jobs, checkpoints), which its .gitignore keeps out of the
+project's history."""
+
+from __future__ import annotations
+
+import os
+
+NAME = ".bob"
+STATE = ("sessions/", "jobs/", "checkpoints/")
+GITIGNORE = ("# Bob's own state: not part of the project. (.bob/skills is: commit it to share the skills.)\n"
+             + "".join(f"{entry}\n" for entry in STATE))
+OLD_GITIGNORE = "# Bob's own state (sessions): not part of the project\n*\n"  # (0.15 and before: everything)
+
+
+def ensure(root: str) -> str:
+    """`<root>/.bob`, made with its .gitignore when it is missing; a .gitignore Bob wrote before
+    0.16 (which ignored everything, skills included) is brought up to date. OSError when the
+    folder cannot be made."""
+    folder = os.path.join(root, NAME)
+    if not os.path.isdir(folder):
+        os.makedirs(folder, exist_ok=True)
+    ignore = os.path.join(folder, ".gitignore")
+    try:
+        with open(ignore, encoding="utf-8") as handle:
+            current: str | None = handle.read()
+    except FileNotFoundError:
+        current = None
+    except OSError:
+        return folder
+    if current is None or current == OLD_GITIGNORE:
+        try:
+            with open(ignore, "w", encoding="utf-8") as handle:
+                handle.write(GITIGNORE)
+        except OSError:
+            pass
+    return folder
