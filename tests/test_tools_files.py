@@ -118,3 +118,54 @@ def test_read_skill(ctx):
     unknown = call("read_skill", ctx, name="nope")
     assert unknown.failed and "demo" in unknown.output
     assert tools.get("read_skill").title({"name": "demo"}) == "read_skill: demo"
+
+
+def test_an_unasked_write_never_follows_a_link_out_of_the_project(ctx, tmp_path):
+    """A write that runs unasked because it stays in the project (ctx.confine) is made through
+    descriptors from the project's root: a link flipped between a folder inside and one outside
+    in a loop, against a thousand writes, never carries one out (write_file and edit_file), and
+    a link that points inside is followed as before."""
+    import threading
+    import uuid
+
+    work = ctx.workspace.cwd
+    inside, outside = os.path.join(work, "inside"), tmp_path / "outside"
+    os.mkdir(inside)
+    outside.mkdir()
+    link = os.path.join(work, "target")
+    os.symlink(inside, link)
+    (outside / "victim.txt").write_text("keep\n")
+    with open(os.path.join(inside, "victim.txt"), "w") as handle:
+        handle.write("keep\n")
+    stop = threading.Event()
+
+    def flip():
+        while not stop.is_set():
+            for where in (str(outside), inside):
+                temp = os.path.join(work, f".flip-{uuid.uuid4().hex[:8]}")
+                os.symlink(where, temp)
+                os.replace(temp, link)
+
+    ctx.confine = True
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    try:
+        results = [call("write_file", ctx, path=f"target/f{i}.txt", content="x") for i in range(1000)]
+        results += [call("edit_file", ctx, path="target/victim.txt", old_string="keep", new_string="changed")
+                    for _ in range(50)]
+    finally:
+        stop.set()
+        flipper.join(5)
+    assert sorted(os.listdir(outside)) == ["victim.txt"] and (outside / "victim.txt").read_text() == "keep\n"
+    written = [r for r in results if not r.failed]
+    refused = [r for r in results if r.failed]
+    assert written and all("a link changed since" in r.output or "not found" in r.output for r in refused)
+    os.unlink(link)
+    os.symlink("inside/victim.txt", os.path.join(work, "alias.txt"))
+    assert not call("write_file", ctx, path="alias.txt", content="through a link inside\n").failed
+    assert open(os.path.join(inside, "victim.txt")).read() == "through a link inside\n"
+    assert os.path.islink(os.path.join(work, "alias.txt"))
+    for protected in (".git/config", ".bob/skills/x/SKILL.md", "AGENTS.md", "sub/AGENTS.md"):
+        result = call("write_file", ctx, path=protected, content="x")
+        assert result.failed and "not written unasked" in result.output, protected
+        assert not os.path.exists(os.path.join(work, protected))
