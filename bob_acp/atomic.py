@@ -212,7 +212,21 @@ def read_regular(path: str, limit: int) -> tuple[bytes, int]:
     without blocking on it (a FIFO with no writer would block an ordinary open forever)."""
     with open_regular(path) as handle:
         size = os.fstat(handle.fileno()).st_size
-        return handle.read(limit + 1), size
+        return read_up_to(handle, limit + 1), size
+
+
+def read_up_to(handle, limit: int) -> bytes:
+    """At most `limit` bytes of an open file, in chunks (a read of `limit` at once takes that
+    much memory before a byte is read: a 64 MiB cap would cost 64 MiB under `ulimit -v`)."""
+    chunks: list[bytes] = []
+    left = limit
+    while left > 0:
+        chunk = handle.read(min(left, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def open_regular(path: str):

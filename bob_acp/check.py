@@ -1,4 +1,8 @@
-"""`bob-acp --check`: the effective config, the skills found, and whether the model answers."""
+"""`bob-acp --check`: what Bob would be with this configuration, on this machine. The version and
+the profile, the effective config, what `initialize` would advertise, the sandbox as this kernel
+gives it, whether what Bob starts ends with it here, the skills found, and whether each model
+answers. As text, or as one JSON object (`--json`). Exit status 0 when everything configured can
+be had and every model answered; 1 otherwise."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import os
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from bob_acp.config import Config, ModelSettings
@@ -16,47 +20,93 @@ if TYPE_CHECKING:
 CHECK_TIMEOUT = 60.0
 
 
-def run_check(cfg: Config, out: TextIO | None = None) -> int:
-    """Print the report (to stdout: --check is not an ACP session). 0 when the model answers."""
-    import yaml
+def gather(cfg: Config) -> dict[str, Any]:
+    """The whole report, as data."""
+    from bob_acp import __version__, children, providers, sandbox, skills
+    from bob_acp.acp.server import agent_capabilities
 
-    from bob_acp import providers, skills
-
-    out = out or sys.stdout
     env = dict(os.environ)
-    out.write(f"config file: {cfg.source or 'none (built-in defaults)'}\n")
-    out.write(yaml.safe_dump(cfg.as_dict(), sort_keys=False, allow_unicode=True))
     catalog = skills.discover(os.getcwd(), cfg)
-    out.write(f"skills ({len(catalog.skills)}):\n")
-    for skill in catalog.skills.values():
-        out.write(f"  {skill.name}: {skill.description}  [{skill.folder}]\n")
-    for warning in catalog.warnings:
-        out.write(f"  warning: {warning}\n")
-    from bob_acp import sandbox
-
+    report: dict[str, Any] = {
+        "version": __version__, "profile": cfg.profile, "configFile": cfg.source, "config": cfg.as_dict(),
+        "agentCapabilities": agent_capabilities(cfg),
+        "skills": [{"name": s.name, "description": s.description, "folder": s.folder} for s in catalog.skills.values()],
+        "skillWarnings": catalog.warnings, "sandbox": sandbox.describe(cfg), "problems": [],
+    }
     state = sandbox.status(cfg)
     if state is not None:
-        out.write(state[0] + "\n")
+        report["sandbox"]["line"] = state[0]
+        covered = sandbox.coverage(cfg)
+        if not covered.confines or (cfg.tools.sandbox == "workspace" and not covered.complete):
+            report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) cannot be had here")
+    guard = children.orphan_guard()
+    report["processes"] = {"endWithBob": guard is None, "why": guard}
+    report["models"] = []
     several = len(cfg.entries) > 1
-    failed = 0
     for settings in cfg.entries:  # every model the picker offers, the default first
         label = f"model {settings.id}" if several else "model"
+        model: dict[str, Any] = {"id": settings.id, "provider": settings.provider, "name": settings.name}
         key_env = providers.key_env(settings)
         if key_env:
-            where = "set" if env.get(key_env) else (f"not set; apiKeyFile {settings.apiKeyFile}"
-                                                    if settings.apiKeyFile else "not set")
-            out.write(f"API key{f' of {settings.id}' if several else ''}: ${key_env} is {where}\n")
+            model["keyVariable"] = key_env
+            model["keySet"] = bool(env.get(key_env))
+            model["keyFile"] = settings.apiKeyFile
         provider = providers.provider_for(settings, env)  # (ConfigError for an unusable key file: exit 2)
         if provider is None:
-            out.write(f"{label}: not configured\n")
+            model.update(answers=False, line=f"{label}: not configured")
             if settings is cfg.entries[0]:
-                out.write(providers.no_model_message(cfg, env) + "\n")
-            failed += 1
-            continue
-        answered, line = probe(settings, provider, label)
-        out.write(line + "\n")
-        failed += not answered
-    return 0 if not failed else 1
+                model["howTo"] = providers.no_model_message(cfg, env)
+            report["problems"].append(f"{label} is not configured")
+        else:
+            answered, line = probe(settings, provider, label)
+            model.update(answers=answered, line=line)
+            if not answered:
+                report["problems"].append(f"{label} does not answer")
+        report["models"].append(model)
+    return report
+
+
+def run_check(cfg: Config, out: TextIO | None = None, as_json: bool = False) -> int:
+    """Print the report (to stdout: --check is not an ACP session); 0 when nothing is wrong."""
+    out = out or sys.stdout
+    report = gather(cfg)
+    if as_json:
+        import json
+
+        out.write(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+        return 0 if not report["problems"] else 1
+    import yaml
+
+    out.write(f"bob-acp {report['version']}, profile {report['profile']}\n")
+    out.write(f"config file: {cfg.source or 'none (built-in defaults)'}\n")
+    out.write(yaml.safe_dump(report["config"], sort_keys=False, allow_unicode=True))
+    out.write("advertised at initialize: " + _one_line(report["agentCapabilities"]) + "\n")
+    out.write(f"skills ({len(report['skills'])}):\n")
+    for skill in report["skills"]:
+        out.write(f"  {skill['name']}: {skill['description']}  [{skill['folder']}]\n")
+    for warning in report["skillWarnings"]:
+        out.write(f"  warning: {warning}\n")
+    if "line" in report["sandbox"]:
+        out.write(report["sandbox"]["line"] + "\n")
+    if not report["processes"]["endWithBob"]:
+        out.write(f"processes: a process that leaves its group may outlive Bob here: {report['processes']['why']}\n")
+    several = len(report["models"]) > 1
+    for model in report["models"]:
+        if "keyVariable" in model:
+            where = "set" if model["keySet"] else (f"not set; apiKeyFile {model['keyFile']}" if model["keyFile"]
+                                                   else "not set")
+            whose = f" of {model['id']}" if several else ""
+            out.write(f"API key{whose}: ${model['keyVariable']} is {where}\n")
+        out.write(model["line"] + "\n")
+        if "howTo" in model:
+            out.write(model["howTo"] + "\n")
+    return 0 if not report["problems"] else 1
+
+
+def _one_line(value: object) -> str:
+    import json
+
+    return json.dumps(value, separators=(", ", ": "))
 
 
 def probe(settings: ModelSettings, provider: Provider, label: str = "model") -> tuple[bool, str]:

@@ -120,7 +120,7 @@ class Supervisor:
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-I", "-S", SUPERVISOR, str(theirs.fileno())],
+            self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-I", "-S", SUPERVISOR, str(theirs.fileno())],
                                          pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         except BaseException:
@@ -268,6 +268,11 @@ def _supervisor() -> Supervisor | None:
         except (OSError, RuntimeError) as exc:
             _state["problem"] = f"the supervisor could not start: {exc}"
             return None
+        for folder in _folders:  # (a supervisor that was killed took the list with it)
+            try:
+                current.send({"op": "cleanup", "path": folder})
+            except OSError:
+                break
         return current
 
 
@@ -389,8 +394,13 @@ def _end_own_orphans(label: str | None) -> None:
                 _reap(pid, block=True)
 
 
+_folders: set[str] = set()  # what the supervisor removes when Bob ends (told again to a new one)
+
+
 def keep_on_exit(folder: str) -> None:
     """Have `folder` removed when Bob ends, however it ends (the supervisor removes it)."""
+    with _lock:
+        _folders.add(folder)
     current = _supervisor()
     if current is not None:
         try:
@@ -400,6 +410,8 @@ def keep_on_exit(folder: str) -> None:
 
 
 def removed(folder: str) -> None:
+    with _lock:
+        _folders.discard(folder)
     current = _state["supervisor"]
     if current is not None and current.alive:
         try:

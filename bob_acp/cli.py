@@ -37,7 +37,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--profile", choices=("default", "full"),
                         help="full: every opt-in feature on (sessions, history, selectors, MCP, sign-in); "
                              "a key set in the config file still wins")
-    parser.add_argument("--check", action="store_true", help="print the effective config, the skills found and whether the model answers, then exit")
+    parser.add_argument("--check", action="store_true",
+                        help="print the version, the effective config, what Bob would advertise, the sandbox here, "
+                             "the skills found and whether each model answers, then exit (non-zero when something "
+                             "configured cannot be had)")
+    parser.add_argument("--json", action="store_true", help="with --check: the report as one JSON object")
     parser.add_argument("--version", action="version", version=f"bob-acp {__version__}")
     return parser.parse_args(argv)
 
@@ -60,7 +64,7 @@ def _editor_args(argv: list[str]) -> SimpleNamespace | None:
             return None
     if found["profile"] not in (None, "default", "full"):
         return None  # argparse says what is wrong with it
-    return SimpleNamespace(check=False, **found)
+    return SimpleNamespace(check=False, json=False, **found)
 
 
 def split_subcommand(argv: list[str]) -> tuple[list[str], str | None, list[str]]:
@@ -79,8 +83,38 @@ def split_subcommand(argv: list[str]) -> tuple[list[str], str | None, list[str]]
     return argv[:index], argv[index], argv[index + 1:]
 
 
+def _in_utf8() -> None:
+    """Bob talks UTF-8 with its children, files and peers, whatever the locale: where the
+    locale's encoding is not UTF-8 (an ISO-8859-1 machine), it starts again in Python's UTF-8
+    mode (`-X utf8`, which its children are not given)."""
+    if sys.flags.utf8_mode or sys.getfilesystemencoding().lower().replace("-", "") == "utf8":
+        return
+    if not sys.executable or not getattr(sys, "orig_argv", None):
+        return
+    try:
+        os.execv(sys.executable, [sys.executable, "-X", "utf8", *sys.orig_argv[1:]])
+    except OSError:
+        pass  # (it goes on as it is: names it cannot encode are refused one by one, in words)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The console script: whatever goes wrong before Bob serves is one line, never a traceback."""
+    if argv is None:
+        _in_utf8()
+    try:
+        return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:
+        return 130
+    except MemoryError:
+        sys.stderr.write("bob-acp: out of memory: the machine's limit on memory (ulimit -v) is reached; Bob needs "
+                         f"{NEEDED_ADDRESS_SPACE // (1024 * 1024)} MiB\n")
+        return 1
+    except Exception as exc:
+        sys.stderr.write(f"bob-acp: {type(exc).__name__}: {exc}\n")
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     options, command, rest = split_subcommand(argv)
     if command == "chat":
         from bob_acp.chat import main as chat_main
@@ -93,35 +127,29 @@ def main(argv: list[str] | None = None) -> int:
     # What editors run (`bob-acp [--acp] [--profile P] [--config F]`) skips argparse: start-up time
     # is the editor's.
     args = _editor_args(argv) or parse_args(argv)
+    if args.check:
+        return _check(args)
+    return serve(args.config, args.profile)
+
+
+def _check(args: Any) -> int:
     from bob_acp import config as config_module
+    from bob_acp.check import run_check
     from bob_acp.exceptions import ConfigError
 
     try:
         cfg = config_module.load(args.config, profile=args.profile)
-        problem = None
-    except ConfigError as exc:
-        if args.check:
-            sys.stderr.write(f"bob-acp: {exc}\n")
-            return EXIT_CONFIG
-        # Serving ACP, a broken config is said in the editor, not as "the agent exited": Bob
-        # answers initialize, and every prompt with this line and the way to fix it.
-        problem = str(exc)
-        cfg = config_module.defaults(args.profile)
-    if args.check:
-        from bob_acp.check import run_check
+        return run_check(cfg, as_json=args.json)
+    except ConfigError as exc:  # (or the key file, read when the provider is made)
+        if args.json:
+            import json
 
-        try:
-            return run_check(cfg)
-        except ConfigError as exc:  # (the key file, read when the provider is made)
-            sys.stderr.write(f"bob-acp: {exc}\n")
-            return EXIT_CONFIG
-        except BrokenPipeError:  # `bob-acp --check | head -1`
-            _quiet_broken_pipe()
-            return 0
-        except Exception as exc:  # --check reports; it never ends in a traceback
-            sys.stderr.write(f"bob-acp --check: {type(exc).__name__}: {exc}\n")
-            return 1
-    return serve(cfg, problem)
+            print(json.dumps({"ok": False, "error": str(exc)}))
+        sys.stderr.write(f"bob-acp: {exc}\n")
+        return EXIT_CONFIG
+    except BrokenPipeError:  # `bob-acp --check | head -1`
+        _quiet_broken_pipe()
+        return 0
 
 
 def _quiet_broken_pipe() -> None:
@@ -145,49 +173,40 @@ def _guard_stdio() -> tuple[int, Any]:
     return proto_out, os.fdopen(proto_in, "rb", buffering=1 << 16)
 
 
-def serve(cfg: Config, problem: str | None = None) -> int:
-    """Serve ACP on stdio. `problem`: the config error Bob could not start with (it then serves
-    with the defaults, every prompt answered with that line and the fix)."""
-    from bob_acp import environment, fswatch, providers, secrets
+def serve(explicit: str | None = None, profile: str | None = None) -> int:
+    """Serve ACP on stdio. A config file Bob cannot use does not stop it: Bob serves with the
+    defaults, every prompt answered with the problem and its fix, until the file is fixed (a
+    session opened then uses it: bob_acp.acp.runtime)."""
     from bob_acp import log as logging_setup
+    from bob_acp import secrets, threads
+    from bob_acp.acp.runtime import Reader
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.jsonrpc.streams import Writer
 
+    threads.economise()
     interactive = os.isatty(0)
     out_fd, in_stream = _guard_stdio()
-    logging_setup.setup(cfg.log.level, cfg.log.format, cfg.log.file)
     log = logging_setup.get("bob")
-    env = dict(os.environ)
-    from bob_acp.exceptions import ConfigError
-
-    try:
-        key = providers.api_key(cfg, env)
-    except ConfigError as exc:
-        problem, key = problem or str(exc), None
-    known = environment.values(cfg, env, key)
-    logging_setup.add_secrets(known)
-    redactor = secrets.Redactor(known)
-    hidden = environment.dropped(cfg, env)
-    secrets.hide_from_children(hidden)  # `env` keeps them for Bob's own use
-    default = providers.make_provider(cfg, env, known, key) if problem is None else None
-    provider: Provider | ModelSet | None = default
-    if problem is None and len(cfg.entries) > 1:  # the model picker's other models (models:)
-        provider = providers.make_models(cfg, env, known, default, log)
-    no_model = providers.no_model_message(cfg, env) if problem is None else providers.config_problem_message(problem)
-    if problem is not None:
-        log.error(f"bob-acp: {problem}")
+    reader = Reader(explicit, profile, dict(os.environ), log)
+    runtime = reader.current
+    cfg = runtime.cfg
+    logging_setup.setup(cfg.log.level, cfg.log.format, cfg.log.file)
+    short = _address_space_short()
+    if short:
+        log.warning(short)
+    secrets.hide_from_children(runtime.hidden)  # (Bob keeps their values for its own use)
+    if runtime.problem is not None:
+        log.error(f"bob-acp: {runtime.problem}")
     cwd = os.getcwd()
-    logging_setup.defer(lambda: _banner(log, cfg, provider, cwd))
+    logging_setup.defer(lambda: _banner(log, cfg, runtime.provider, cwd))
     if interactive:
         sys.stderr.write("bob-acp speaks the Agent Client Protocol on stdin: one JSON-RPC frame a line, for an "
                          "editor to send. To talk to Bob in this terminal, run: bob-acp chat\n")
 
     endpoint: Endpoint | None = None
     writer = Writer(out_fd, on_broken=lambda: _output_closed(log, endpoint))
-    server = AgentServer(cfg, log, provider, no_model, env=environment.child_env(cfg, env),
-                         redact=redactor.tree if redactor else None, config_problem=problem,
-                         hidden_env=tuple(dict.fromkeys([*environment.key_variables(cfg), *hidden])))
+    server = AgentServer(reader, log)
     wake_r, wake_w = os.pipe()
 
     def closed() -> None:
@@ -198,8 +217,7 @@ def serve(cfg: Config, problem: str | None = None) -> int:
 
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
                         on_close=closed, urgent=frozenset({"session/cancel"}),
-                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None,
-                        on_read=fswatch.input_read)  # (what changed in the folders, looked at once a read)
+                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None)
     server.channel.endpoint = endpoint
 
     def stop(signum: int, _frame: object) -> None:
@@ -226,6 +244,23 @@ def serve(cfg: Config, problem: str | None = None) -> int:
     logging_setup.close(0.5)
     _exit_now(0)
     return 0
+
+
+NEEDED_ADDRESS_SPACE = 256 * 1024 * 1024  # what Bob needs to serve a whole turn (threads, buffers)
+
+
+def _address_space_short() -> str | None:
+    """One line when `ulimit -v` leaves Bob less than it needs (it goes on as far as it can)."""
+    import resource
+
+    try:
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or soft >= NEEDED_ADDRESS_SPACE:
+        return None
+    return (f"the address space is limited to {soft // (1024 * 1024)} MiB (ulimit -v): Bob needs "
+            f"{NEEDED_ADDRESS_SPACE // (1024 * 1024)} MiB to serve a turn; what needs more fails, in words")
 
 
 def _poke(fd: int) -> None:
@@ -273,7 +308,8 @@ def _output_closed(log: Logger, endpoint: Endpoint | None) -> None:
 
 
 def _banner(log: Logger, cfg: Config, provider: Provider | ModelSet | None, cwd: str) -> None:
-    from bob_acp import skills
+    """The start-up lines: everything is looked at first, then the lines are logged together."""
+    from bob_acp import children, skills
 
     catalog = skills.discover(cwd, cfg)
     default = getattr(provider, "default", None)  # (several models: a ModelSet, its default first)
@@ -283,13 +319,17 @@ def _banner(log: Logger, cfg: Config, provider: Provider | ModelSet | None, cwd:
         model += f" (and {len(cfg.entries) - 1} more in the model picker)"
     names = ", ".join(catalog.skills) or "none"
     source = cfg.source or "defaults"
-    log.info(f"bob {__version__} · model {model} · skills: {names} · config: {source}")
+    state = None
     if cfg.tools.sandbox != "off":
         from bob_acp import sandbox
 
         state = sandbox.status(cfg)
-        if state is not None:
-            line, warning = state
-            (log.warning if warning else log.info)(line)
+    guard = children.orphan_guard()
+    log.info(f"bob {__version__} · model {model} · skills: {names} · config: {source}")
+    if state is not None:
+        line, warning = state
+        (log.warning if warning else log.info)(line)
+    if guard:  # (said at every start: the guarantee that nothing Bob starts outlives it does not hold)
+        log.warning(f"processes: a process that leaves its group may outlive Bob here: {guard}")
     for problem in catalog.warnings:
         log.warning(f"skills: {problem}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 
-from bob_acp import plain_yaml
 from bob_acp.config_schema import Config, Key, ModelEntry, ModelSettings, Section, SectionRef, declared
 from bob_acp.exceptions import ConfigError
 
@@ -238,9 +237,11 @@ def _read_yaml(path: str) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config file {path}: cannot read: {exc}") from None
     try:
-        data = plain_yaml.load(text)  # (the plain way most files are written: no PyYAML to import)
-    except plain_yaml.NotPlain:
         data = _pyyaml(path, text)
+    except RecursionError:
+        raise ConfigError(f"config file {path}: nested deeper than {MAX_DEPTH} levels") from None
+    if _deeper_than(data, MAX_DEPTH):
+        raise ConfigError(f"config file {path}: nested deeper than {MAX_DEPTH} levels")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -248,8 +249,22 @@ def _read_yaml(path: str) -> Any:
     return data
 
 
+MAX_DEPTH = 32  # levels of nesting a config file may have (extraBody is the deepest need: a few)
+
+
+def _deeper_than(data: object, limit: int) -> bool:
+    """Whether mappings and lists nest deeper than `limit` (looked at without recursion)."""
+    level: list[object] = [data]
+    for _ in range(limit + 1):
+        level = [v for item in level if isinstance(item, (dict, list))
+                 for v in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            return False
+    return True
+
+
 def _pyyaml(path: str, text: str) -> Any:
-    import yaml  # lazy: only start-ups with a file past the plain way pay for it (~25 ms)
+    import yaml  # lazy: a start-up without a config file does not pay for it (~25 ms)
 
     try:
         return yaml.safe_load(text)

@@ -177,6 +177,11 @@ class Acp(Section):
                               "request (-32800); Bob's withdraws a question it stopped waiting for", full=True)
     additionalDirectories: bool = key(False, "sessions over more folders than one (session/new, load, resume, "
                                       "list)", full=True)
+    fork: bool = key(False, "session/fork (an unstable method editors offer as Fork Thread): a new session with the "
+                     "conversation so far, its own id and file (needs sessions.enabled)", full=True)
+    clientTimeout: float = key(60, "seconds Bob waits for the editor to answer one of its requests (fs/*, "
+                               "terminal/*; a command's own run has tools.bash.timeout); past it the tool call fails",
+                               minimum=0.001, maximum=86400)
 
 
 class Permissions(Section):
@@ -184,6 +189,7 @@ class Permissions(Section):
                     "allow-all", choices=("ask", "sandboxed", "allow-edits", "allow-all"))
     allowAlways: str = key("tool", "tool: allow_always covers the tool's name | command: the exact command or path",
                            choices=("tool", "command"), full="command")
+    newForgetsGrants: bool = key(False, "/new forgets the session's \"always\" answers too (and says so)", full=True)
 
 
 class Mcp(Section):

@@ -17,5 +17,9 @@ class ClientError(BobError):
     """The editor refused a request Bob made of it (a file write); str(self) is its one line."""
 
 
+class ClientTimeout(ClientError):
+    """The editor did not answer a request of Bob's within its time limit (acp.clientTimeout)."""
+
+
 class ConfigError(BobError):
     """Bad configuration; str(self) is one line naming the key and the file."""

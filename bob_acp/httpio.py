@@ -11,6 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 
@@ -48,7 +49,11 @@ def post(session: requests.Session, url: str, cancel: Cancel, on_abandon: Callab
                 on_abandon()
 
     unsubscribe = cancel.subscribe(done.set)
-    threading.Thread(target=work, name="bob-http-post", daemon=True).start()
+    try:
+        threads.start(work, "bob-http-post")
+    except threads.ThreadLimit:
+        unsubscribe()
+        raise
     try:
         done.wait()
     finally:

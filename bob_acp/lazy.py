@@ -61,5 +61,11 @@ def warm(*modules: LazyModule | Callable[[], Any]) -> None:
                 from bob_acp import log
 
                 log.get("bob").debug(f"warm-up: {getattr(module, '_name', module)!r} failed: {exc!r}")
+        from bob_acp import log
 
-    threading.Thread(target=run, name="bob-warm-up", daemon=True).start()
+        log.get("bob").debug("warm-up done")
+
+    try:
+        threading.Thread(target=run, name="bob-warm-up", daemon=True).start()
+    except RuntimeError:  # (a machine's thread limit: each module loads at its first use instead)
+        pass

@@ -10,6 +10,7 @@ and a line says how many once writing goes on.
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import time
@@ -205,6 +206,7 @@ class _Lines:
     def write_to(self, stream: TextIO) -> None:
         if not self.lines:
             return
+        stream = _current(_state.get("stream") or stream)
         count = len(self.lines)
         text, self.lines = "\n".join(self.lines) + "\n", []
         try:
@@ -215,6 +217,31 @@ class _Lines:
 
 
 _pending = _Lines()
+
+
+def _current(stream: TextIO) -> TextIO:
+    """The log file as it is at its configured path now: one moved away (logrotate) or deleted
+    is closed and the path opened again; stderr as it is."""
+    path = _state.get("path")
+    if not path:
+        return stream
+    try:
+        here = os.stat(path)
+        mine = os.fstat(stream.fileno())
+        if (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino):
+            return stream
+    except (OSError, ValueError):
+        pass  # (gone from its path, or closed: opened again below)
+    try:
+        fresh: TextIO = open(path, "a", encoding="utf-8", buffering=1)
+    except OSError:
+        return stream  # (its folder is gone: the old file goes on taking the lines)
+    old, _state["stream"] = stream, fresh
+    try:
+        old.close()
+    except OSError:
+        pass
+    return fresh
 
 
 def _take() -> list:
@@ -249,20 +276,27 @@ def _lost(count: int, why: str) -> None:
 
 def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
     _hurry.wait(delay)
-    get_logger = _configure(level, fmt, stream)
+    try:
+        get_logger: Callable[[str], Any] | None = _configure(level, fmt, stream)
+    except Exception as exc:  # (structlog cannot load: no memory left for it) plain lines instead
+        get_logger = None
+        _pending.lines.append(_bare_line("warning", f"structlog could not be loaded ({exc!r}): plain lines", {}))
     loggers: dict[str, Any] = {}
 
     plain = fmt != "json"
 
     def emit(method: str, name: str, event: str, fields: dict) -> None:
-        if plain:
+        if plain or get_logger is None:
             try:
                 line = _plain_line(method, event, fields)
             except Exception:  # (a field whose formatting fails: the processors say so, as before)
                 line = None
+            if line is None and get_logger is None:
+                line = _bare_line(method, event, fields)
             if line is not None:
                 _pending.lines.append(line)
                 return
+        assert get_logger is not None
         logger = loggers.get(name)
         if logger is None:  # the bound logger itself (a proxy would bind again at every call)
             logger = loggers.setdefault(name, get_logger(name).bind())
@@ -273,23 +307,43 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
 
     _state["emit"] = emit
     while True:
-        for count, item in enumerate(_take(), 1):
-            if count % 32 == 0:
-                time.sleep(0)  # let go of the GIL now and then: a request waiting for it is not held up
-            if item is _STOP:
-                _pending.write_to(stream)
+        try:
+            if _serve_once(emit, stream):
                 return
-            if isinstance(item, threading.Event):  # a flush marker
-                _pending.write_to(stream)
-                item.set()
-            elif callable(item):
-                try:
-                    item()
-                except Exception as exc:  # a deferred job must not end logging
-                    emit("error", "bob", f"deferred log job failed: {exc!r}", {"_at": time.time()})
-            else:
-                emit(*item)
-        _pending.write_to(stream)
+        except MemoryError:  # (the machine's memory limit: the lines of this batch are lost, said)
+            _pending.lines.clear()
+            _lost(1, "no memory to write them")
+
+
+def _serve_once(emit: Callable[[str, str, str, dict], None], stream: TextIO) -> bool:
+    """One batch of the queue, written; True at the end of logging."""
+    for count, item in enumerate(_take(), 1):
+        if count % 32 == 0:
+            time.sleep(0)  # let go of the GIL now and then: a request waiting for it is not held up
+        if item is _STOP:
+            _pending.write_to(stream)
+            return True
+        if isinstance(item, threading.Event):  # a flush marker
+            _pending.write_to(stream)
+            item.set()
+        elif callable(item):
+            try:
+                item()
+            except Exception as exc:  # a deferred job must not end logging
+                emit("error", "bob", f"deferred log job failed: {exc!r}", {"_at": time.time()})
+        else:
+            emit(*item)
+    _pending.write_to(stream)
+    return False
+
+
+def _bare_line(method: str, event: object, fields: dict) -> str:
+    """A line without structlog: the time, the level, the event as it came, its detail."""
+    line = f"{iso(fields.get('_at') or time.time())} [{method:<9}] {event}"
+    detail = fields.get("detail")
+    if detail:
+        line += "\n" + str(detail).rstrip("\n")
+    return _redact_line(None, method, line)
 
 
 def _put(item: object, bounded: bool = True) -> None:
@@ -306,13 +360,20 @@ def _put(item: object, bounded: bool = True) -> None:
 
 
 def setup(level: str = "info", fmt: str = "console", file: str | None = None, delay: float = IMPORT_DELAY) -> TextIO:
-    """Start the log thread (once per process); returns the stream logs go to."""
+    """Start the log thread (once per process); returns the stream logs go to. Where no thread
+    can be started (the machine's limit), each line is written as it is logged instead."""
     stream: TextIO = open(file, "a", encoding="utf-8", buffering=1) if file else sys.stderr
     _state["level"] = _LEVELS[level]
+    _state["path"] = file
+    _state["stream"] = stream
     if _state["thread"] is None:
         thread = threading.Thread(target=_run, args=(_LEVELS[level], fmt, stream, delay), name="bob-log", daemon=True)
         _state["thread"] = thread
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:
+            _state["thread"] = None
+            _state["inline"] = True
     return stream
 
 
@@ -351,6 +412,8 @@ class Logger:
         self.name = name
 
     def _log(self, method: str, level: int, event: str, fields: dict) -> None:
+        if level >= _state["level"] and _state.get("inline"):
+            return _write_now(method, event, fields)
         if level >= _state["level"]:
             fields["_at"] = time.time()
             if threading.current_thread() is _state["thread"]:  # a deferred job: in its place, now
@@ -369,6 +432,22 @@ class Logger:
 
     def error(self, event: str, **fields: object) -> None:
         self._log("error", ERROR, event, fields)
+
+
+_inline_lock = threading.Lock()
+
+
+def _write_now(method: str, event: str, fields: dict) -> None:
+    """A line written by its caller (no log thread could be started): the plain console line."""
+    fields["_at"] = time.time()
+    try:
+        line = _plain_line(method, event, fields) or _bare_line(method, event, fields)
+        with _inline_lock:
+            stream = _current(_state.get("stream") or sys.stderr)
+            stream.write(line + "\n")
+            stream.flush()
+    except Exception:  # noqa: BLE001  (a log line must never take the caller down)
+        pass
 
 
 def get(name: str = "bob") -> Logger:

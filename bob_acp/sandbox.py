@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from bob_acp.workspace import Workspace
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_exec.py")
+# Isolated (no site, no PYTHON* variables: a project cannot put code in it), and UTF-8 whatever the locale.
+PYTHON_FLAGS = ("-X", "utf8", "-I", "-S")
 NETWORK_ABI = 4  # the first Landlock ABI that can deny TCP
 SCOPES_ABI = 6  # the first that keeps signals and abstract UNIX sockets inside
 PROBE_TIMEOUT = 10.0
@@ -106,7 +108,7 @@ def _probe(network: bool) -> Machine:
         return Machine({"ok": False, "error": "not Linux", "landlock": 0})
     if os.environ.get("BOB_ACP_NO_NAMESPACES") == "1":  # a machine without them, as a test makes one
         return Machine({"ok": False, "error": "namespaces are off (BOB_ACP_NO_NAMESPACES=1)", "landlock": abi()})
-    command = [sys.executable, "-I", "-S", LAUNCHER, "probe"] + ([] if network else ["--no-network"])
+    command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "probe"] + ([] if network else ["--no-network"])
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
                               cwd="/")
@@ -284,7 +286,7 @@ class Sandbox:
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` started through the launcher, in the session's sandbox (made now if need be)."""
-        launcher = [sys.executable, "-I", "-S", LAUNCHER, "run"]
+        launcher = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "run"]
         pid = self._host()
         if pid is not None:
             launcher += ["--join", str(pid), "--processes", str(self.processes)]
@@ -385,7 +387,7 @@ class Sandbox:
                 bobdir.ensure(root)  # so that it is there to protect
             except OSError:
                 pass
-        command = [sys.executable, "-I", "-S", LAUNCHER, "host", "--private-tmp", self.folder,
+        command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "host", "--private-tmp", self.folder,
                    "--processes", str(self.processes)]
         for root in self.roots:
             command += ["--write", root]

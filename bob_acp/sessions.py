@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import history, jsontext
-from bob_acp.atomic import NotRegular, atomic_write, open_regular
+from bob_acp.atomic import NotRegular, atomic_write, open_regular, read_up_to
 from bob_acp.jsontext import mapping
 from bob_acp.timestamps import PerSecond, iso, utc_now
 
@@ -241,7 +241,7 @@ class SessionStore:
             raise SessionLoadError(str(sid), "not a valid session id") from None
         try:
             with open_regular(path) as handle:
-                data = handle.read(MAX_FILE_BYTES + 1)
+                data = read_up_to(handle, MAX_FILE_BYTES + 1)
                 signature = _signature(path)
         except FileNotFoundError:
             raise SessionLoadError(sid, f"session not found in {jsontext.clean(self.folder)}", missing=True) from None

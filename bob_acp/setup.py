@@ -57,6 +57,10 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
     except SetupError as exc:
         sys.stderr.write(f"bob-acp setup: {exc}\n")
         return EXIT_USAGE
+    except OSError as exc:  # (a read-only home, a full disk: the file that could not be written, in words)
+        where = f": {exc.filename}" if exc.filename else ""
+        sys.stderr.write(f"bob-acp setup: cannot write{where}: {exc.strerror or exc}; nothing was changed\n")
+        return EXIT_USAGE
     except (KeyboardInterrupt, EOFError):
         sys.stderr.write("\nbob-acp setup: nothing written\n")
         return EXIT_USAGE
@@ -132,18 +136,30 @@ def _read_key(args: argparse.Namespace, ask: "Questions", official: bool) -> str
 
 
 def write_key(path: str, key: str) -> None:
-    """The key alone in a file only its owner can read, written whole (temp file, rename)."""
+    """The key alone in a file only its owner can read, written whole: a temp file of an
+    unpredictable name made new in the key's own folder (O_EXCL | O_NOFOLLOW: never through a
+    link someone put there), then renamed over the key file (a link there is replaced, not
+    followed)."""
+    import secrets
+
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    temp = f"{path}.{os.getpid()}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+    temp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, key.encode("utf-8") + b"\n")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, key.encode("utf-8") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
 
 
 def write_config(path: str, model: dict) -> None:

@@ -2,7 +2,8 @@
 
 Search order, later places overriding earlier ones of the same name: the skills shipped with
 Bob, ~/.config/bob/skills, <cwd>/.bob/skills, then each of skills.dirs. A broken skill is
-skipped with a warning, never an exception.
+skipped with a warning, never an exception. Nothing is kept between two looks: a skill changed
+any way (a hard link, a bind mount, a file system mounted since) is as it is now.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import functools
 import os
 import re
 import stat
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from bob_acp import fswatch
 from bob_acp.jsontext import clean
 
 if TYPE_CHECKING:
@@ -82,79 +81,23 @@ def shipped_dir() -> str:
 
 def search_path(cwd: str, cfg: Config, env: Mapping[str, str] | None = None,
                 more: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    variables = os.environ if env is None else env
-    return _search_path(cwd, more, variables.get("XDG_CONFIG_HOME") or "", variables.get("HOME") or "",
-                        tuple(cfg.skills.dirs))
-
-
-@functools.lru_cache(maxsize=256)
-def _search_path(cwd: str, more: tuple[str, ...], xdg: str, home: str, dirs: tuple[str, ...]) -> list[tuple[str, str]]:
     """Later places win a name: the further roots' project skills come before the session
     folder's own, so its own win."""
-    config_home = xdg or os.path.join(home or os.path.expanduser("~"), ".config")
+    variables = os.environ if env is None else env
+    config_home = variables.get("XDG_CONFIG_HOME") or os.path.join(variables.get("HOME") or os.path.expanduser("~"),
+                                                                    ".config")
     places = [("shipped", shipped_dir()), ("user", os.path.join(config_home, "bob", "skills"))]
     places += [("project", os.path.join(root, ".bob", "skills")) for root in (*reversed(more), cwd)]
-    return places + [("skills.dirs", d) for d in dirs]
+    return places + [("skills.dirs", d) for d in cfg.skills.dirs]
 
 
-_places: dict[str, tuple[tuple, list[tuple[Skill | None, str | None]]]] = {}
-_catalogs: dict[tuple, "Catalog"] = {}
-_cache_lock = threading.Lock()
-MAX_CACHED_CATALOGS = 256
-
-
-def discover(cwd: str, cfg: Config, env: dict | None = None, more: tuple[str, ...] = ()) -> Catalog:
-    """The skills of these places. A skill added between two sessions appears in the second:
-    where the places are watched (fswatch), the catalogue is made again after any change in
-    them, else every call looks again with stats. A place is parsed again only when it or one of
-    its SKILL.md files changed, and an unchanged set of places gives the very same Catalog
-    (whose derived texts are then reused)."""
-    places = search_path(cwd, cfg, env, more)
-    generation = fswatch.generation()
-    if generation is None:
-        return _discover(places)
-    key = tuple(places)
-    cached = _watched.get(key, generation)
-    if cached is not None:
-        return cached
-    watched = _watch(places)
-    catalog = _discover(places)
-    if watched:
-        _watched.keep(key, generation, catalog)
-    return catalog
-
-
-_watched: fswatch.Kept[tuple, Catalog] = fswatch.Kept(MAX_CACHED_CATALOGS)  # places -> catalogue
-
-
-def _watch(places: list[tuple[str, str]]) -> bool:
-    """Watch each place (every entry), each skill folder in it (its SKILL.md) and where links
-    lead, before any of them is read. False when one could not be watched."""
-    watched = True
-    for _source, folder in places:
-        if folder == shipped_dir():
-            continue  # part of Bob's installed code: looked at once per process
-        watched = fswatch.watch_path(folder) and watched
-        try:
-            entries = [e for e in os.listdir(folder) if not e.startswith((".", "_"))]
-        except OSError:
-            continue  # no such place (its appearance is an event of the folder above)
-        for entry in entries:
-            watched = fswatch.watch_path(os.path.join(folder, entry, "SKILL.md")) and watched
-    return watched
-
-
-def _discover(places: list[tuple[str, str]]) -> Catalog:
-    signatures = [(source, folder, _signature(folder)) for source, folder in places]
-    key = tuple(signatures)
-    with _cache_lock:
-        cached = _catalogs.get(key)
-    if cached is not None:
-        return cached
+def discover(cwd: str, cfg: Config, env: Mapping[str, str] | None = None, more: tuple[str, ...] = ()) -> Catalog:
+    """The skills of these places as they are now: read at every call (a skill added, changed
+    or removed, however it was, is in the next session), a few stats and small reads."""
     found: dict[str, Skill] = {}
     warnings: list[str] = []
-    for source, folder, signature in signatures:
-        for skill, problem in _place(folder, source, signature):
+    for source, folder in search_path(cwd, cfg, env, more):
+        for skill, problem in _place(folder, source):
             if problem:
                 warnings.append(problem)
             elif skill is not None:
@@ -163,72 +106,26 @@ def _discover(places: list[tuple[str, str]]) -> Catalog:
         if name in found:
             warnings.append(f"skill '{name}' ({clean(found[name].folder)}) is not advertised: the /{name} command is "
                             "intercepted, so the menu could never reach it (use ${name} instead)")
-    catalog = Catalog(dict(sorted(found.items())), warnings)
-    with _cache_lock:
-        if len(_catalogs) >= MAX_CACHED_CATALOGS:
-            _catalogs.clear()
-        _catalogs[key] = catalog
-    return catalog
+    return Catalog(dict(sorted(found.items())), warnings)
 
 
-def _place(folder: str, source: str, signature: tuple | None) -> list[tuple[Skill | None, str | None]]:
-    if signature is None:
+def _place(folder: str, source: str) -> list[tuple[Skill | None, str | None]]:
+    try:
+        entries = sorted(e for e in os.listdir(folder) if not e.startswith((".", "_")))
+    except OSError:
         return []  # a place with no skills folder is fine
-    key = source + "\0" + folder
-    with _cache_lock:
-        cached = _places.get(key)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
-    results = []
-    for entry, _ in signature[1]:
+    results: list[tuple[Skill | None, str | None]] = []
+    for entry in entries:
         path = os.path.join(folder, entry)
         skill_md = os.path.join(path, "SKILL.md")
-        skill, problem = _parse(path, entry, skill_md, source)
-        results.append((skill, f"skill {clean(skill_md)} skipped: {problem}" if problem else None))
-    with _cache_lock:
-        _places[key] = (signature, results)
-    return results
-
-
-_listings: dict[str, tuple[int, list[tuple[str, str]]]] = {}
-
-
-_shipped_signature: list = []
-
-
-def _signature(folder: str) -> tuple | None:
-    """What a place's skills depend on: the folder's entries (listed again only when its change
-    time moved) and each SKILL.md's change time, size and inode. The skills shipped with Bob are
-    part of its installed code: looked at once per process (a reinstall takes a restart anyway)."""
-    if folder == shipped_dir():
-        if not _shipped_signature:
-            _shipped_signature.append(_stat_signature(folder))
-        return _shipped_signature[0]
-    return _stat_signature(folder)
-
-
-def _stat_signature(folder: str) -> tuple | None:
-    try:
-        mtime = os.stat(folder).st_mtime_ns
-    except OSError:
-        return None
-    listed = _listings.get(folder)
-    if listed is None or listed[0] != mtime:
         try:
-            entries = sorted(e for e in os.listdir(folder) if not e.startswith((".", "_")))
-        except OSError:
-            return None
-        listed = (mtime, [(e, os.path.join(folder, e, "SKILL.md")) for e in entries])
-        _listings[folder] = listed
-    parts = []
-    for entry, skill_md in listed[1]:
-        try:
-            info = os.stat(skill_md)
+            if not stat.S_ISREG(os.stat(skill_md).st_mode):
+                continue
         except OSError:
             continue  # not a skill folder (or a file)
-        if stat.S_ISREG(info.st_mode):
-            parts.append((entry, (info.st_mtime_ns, info.st_size, info.st_ino)))
-    return mtime, tuple(parts)
+        skill, problem = _parse(path, entry, skill_md, source)
+        results.append((skill, f"skill {clean(skill_md)} skipped: {problem}" if problem else None))
+    return results
 
 
 def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill | None, str | None]:

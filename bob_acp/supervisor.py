@@ -19,7 +19,6 @@ the child's stdin, stdout and stderr as descriptors (SCM_RIGHTS) with its header
     Bob → {"op": "cleanup", "path": D} / {"op": "forget", "path": D}   remove D when Bob ends / not
 """
 
-import ctypes
 import json
 import os
 import select
@@ -40,6 +39,8 @@ PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 
 def prctl(option, value):
     try:
+        import ctypes
+
         return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False

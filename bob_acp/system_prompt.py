@@ -3,8 +3,7 @@ built-in ones, the skills, and the project's AGENTS.md files.
 
 AGENTS.md is project content, hence untrusted: each one is read only when it is a regular file
 whose real path (links resolved) lies inside the project (the git root, else the cwd), without
-ever blocking on it (a FIFO named AGENTS.md), within its cap, and cached by its change time,
-since this runs on the dispatcher at every session/new.
+ever blocking on it (a FIFO named AGENTS.md), within its cap; read again at every session/new.
 """
 
 from __future__ import annotations
@@ -12,10 +11,8 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import threading
-import time
 
-from bob_acp import fswatch, skills, tools
+from bob_acp import skills, tools
 from bob_acp.jsontext import clean
 from bob_acp.workspace import Workspace
 
@@ -38,36 +35,15 @@ How you work:
 BUILTIN_TOOLS = tools.BUILTIN.names()
 PLAN_TOOL = tools.PLAN.name  # (with tools.plan)
 _platform = f"{platform.system()} {platform.release()}"
-_cache: dict[str, tuple[tuple, str]] = {}
-_cache_lock = threading.Lock()
-
-
-_built: dict[tuple, tuple] = {}
-_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 
 
 def build(ws: Workspace, catalog: "skills.Catalog", now: datetime.datetime | None = None,
           tools: list[str] | tuple[str, ...] = BUILTIN_TOOLS) -> str:
-    """The prompt; the same inputs (the same catalogue object, unchanged AGENTS.md files, the
-    same day) give the same string without building it again (session/new is on the dispatcher)."""
-    day = now.toordinal() if now else today()
+    """The prompt, made from the folders as they are now (AGENTS.md read again each time)."""
     agents = agents_files(ws.cwd)
     for root in ws.more:
         agents += [found for found in agents_files(root) if found not in agents]
-    key = (ws, id(catalog), day, tuple(tools), tuple(agents))
-    cached = _built.get(key)
-    if cached is not None and cached[0] is catalog:
-        return cached[1]
-    text = _build(ws, catalog, now or datetime.datetime.now(datetime.timezone.utc), tools, agents)
-    if len(_built) > 256:
-        _built.clear()
-    _built[key] = (catalog, text)  # the catalogue is kept alive with its entry: its id stays its own
-    return text
-
-
-def today() -> int:
-    """The UTC day's ordinal (the prompt says the date), without datetime.now's cost."""
-    return _EPOCH_DAY + int(time.time() // 86400)
+    return _build(ws, catalog, now or datetime.datetime.now(datetime.timezone.utc), tools, agents)
 
 
 def _build(ws: Workspace, catalog: "skills.Catalog", now: datetime.datetime, tools: list[str] | tuple[str, ...],
@@ -101,81 +77,33 @@ def _environment(ws: Workspace, now: datetime.datetime) -> str:
     )
 
 
-_levels: dict[str, tuple[int, bool, bool]] = {}
-
-
-def _level(folder: str) -> tuple[bool, bool]:
-    """(has .git, has AGENTS.md) for one folder: one stat of the folder, whose change time moves
-    when either appears or goes, and a look inside only then."""
-    try:
-        mtime = os.stat(folder).st_mtime_ns
-    except OSError:
-        return False, False
-    cached = _levels.get(folder)
-    if cached is None or cached[0] != mtime:
-        cached = (mtime, os.path.lexists(os.path.join(folder, ".git")),
-                  os.path.lexists(os.path.join(folder, "AGENTS.md")))
-        if len(_levels) > 4096:
-            _levels.clear()
-        _levels[folder] = cached
-    return cached[1], cached[2]
-
-
-AGENT_NAMES = (".git", "AGENTS.md")  # what a folder of the walk is looked at for
-_found: fswatch.Kept[str, list[tuple[str, str]]] = fswatch.Kept(1024)  # cwd -> agents_files
-
-
 def agents_files(cwd: str) -> list[tuple[str, str]]:
-    """(path, text) of each AGENTS.md from the project root down to cwd, the nearest last.
-    Looked at again only when a folder of the walk changed (fswatch), else with stats."""
-    generation = fswatch.generation()
-    if generation is None:
-        return _agents_files(cwd, False)[0]
-    cached = _found.get(cwd, generation)
-    if cached is not None:
-        return cached
-    found, watched = _agents_files(cwd, True)
-    if watched:
-        _found.keep(cwd, generation, found)
-    return found
-
-
-def _agents_files(cwd: str, watch: bool) -> tuple[list[tuple[str, str]], bool]:
-    """(the files, whether every folder they depend on is watched). `watch`: each folder and
-    file is watched before it is read, so a change after the read is an event."""
-    root, holding, watched = _walk(cwd, watch)
+    """(path, text) of each AGENTS.md from the project root (the git root, else cwd) down to
+    cwd, the nearest last; looked at anew each time (a removed rule is gone from the next session)."""
+    root, holding = _walk(cwd)
+    real_root = os.path.realpath(root)
     found = []
-    real_root = None
     for folder in reversed(holding):
         path = os.path.join(folder, "AGENTS.md")
-        if watch:
-            watched = fswatch.watch_path(path) and watched  # (and where a link leads)
-        real_root = real_root or os.path.realpath(root)
         text = _agents_md(path, real_root)
         if text:
             found.append((path, text))
-    return found, watch and watched
+    return found
 
 
-def _walk(cwd: str, watch: bool = False) -> tuple[str, list[str], bool]:
-    """(the project root, the folders from cwd up to it that hold an AGENTS.md, whether each
-    folder looked at was watched first)."""
-    folder, holding, watched = cwd, [], watch
-    dirname, level = os.path.dirname, _level
+def _walk(cwd: str) -> tuple[str, list[str]]:
+    """(the project root, the folders from cwd up to it that hold an AGENTS.md)."""
+    folder, holding = cwd, []
     for _ in range(MAX_LEVELS):
-        if watch:  # (the folders above cwd were watched with it, for the name leading down)
-            ok = fswatch.watch_path(cwd, AGENT_NAMES) if folder == cwd else fswatch.watch(folder, AGENT_NAMES)
-            watched = ok and watched
-        has_git, has_agents = level(folder)
-        if has_agents:
+        if os.path.lexists(os.path.join(folder, "AGENTS.md")):
             holding.append(folder)
-        if has_git:
-            return folder, holding, watched
-        parent = dirname(folder)
+        if os.path.lexists(os.path.join(folder, ".git")):
+            return folder, holding
+        parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
-    return cwd, [f for f in holding if f == cwd], watched
+    return cwd, [f for f in holding if f == cwd]
 
 
 def _agents_md(path: str, real_root: str) -> str:
@@ -188,11 +116,6 @@ def _agents_md(path: str, real_root: str) -> str:
         return ""
     if not stat.S_ISREG(info.st_mode) or os.path.commonpath([real, real_root]) != real_root:
         return ""  # a device, a FIFO, /proc/self/environ, or a file outside the project
-    signature = (real, info.st_mtime_ns, info.st_size, info.st_ino)
-    with _cache_lock:
-        cached = _cache.get(path)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
     from bob_acp.atomic import read_regular
 
     try:
@@ -202,6 +125,4 @@ def _agents_md(path: str, real_root: str) -> str:
     text = data[:MAX_AGENTS_MD].decode("utf-8", errors="replace").strip()
     if len(data) > MAX_AGENTS_MD:
         text += f"\n[AGENTS.md cut at {MAX_AGENTS_MD} bytes]"
-    with _cache_lock:
-        _cache[path] = (signature, text)
     return text

@@ -17,6 +17,11 @@ from referencing.jsonschema import DRAFT202012
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "acp-schema", "schema.json"))
 VENDORED = os.path.join(HERE, "data", "acp-schema.json")
+# The official SDKs' schema (npm @agentclientprotocol/sdk 2.4.0): what it has beyond the stable
+# one (notices, compaction updates) is sent only to a client that advertised it, and checked here.
+SDK_SHARED = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "acp-schema", "npm-sdk-2.4.0", "schema.json"))
+SDK_VENDORED = os.path.join(HERE, "data", "acp-schema-sdk-2.4.0.json")
+SDK_UPDATES = {"notice": "notices", "compaction_update": "compaction", "compaction_summary_chunk": "compaction"}
 
 RESPONSE_TYPES = {
     "initialize": "InitializeResponse",
@@ -25,13 +30,21 @@ RESPONSE_TYPES = {
     "session/load": "LoadSessionResponse",
     "session/prompt": "PromptResponse",
 }
-REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest"}
+REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest",
+                 "fs/read_text_file": "ReadTextFileRequest", "fs/write_text_file": "WriteTextFileRequest",
+                 "terminal/create": "CreateTerminalRequest", "terminal/output": "TerminalOutputRequest",
+                 "terminal/release": "ReleaseTerminalRequest", "terminal/wait_for_exit": "WaitForTerminalExitRequest",
+                 "terminal/kill": "KillTerminalRequest"}
 NOTIFICATION_TYPES = {"session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification",
                       "_bob/retry": "ExtNotification"}  # (only to a client that asked for it: bob-acp chat)
 
 
 def schema_path() -> str:
     return SHARED if os.path.exists(SHARED) else VENDORED
+
+
+def sdk_schema_path() -> str:
+    return SDK_SHARED if os.path.exists(SDK_SHARED) else SDK_VENDORED
 
 
 class FrameValidator:
@@ -58,9 +71,18 @@ class FrameValidator:
         """Raise jsonschema.ValidationError unless `value` is a valid `name` ($defs entry)."""
         self._validator(name).validate(value)
 
-    def validate(self, frame: dict, method_of=lambda _id: None) -> None:
+    def validate(self, frame: dict, method_of=lambda _id: None, advertised: dict | None = None) -> None:
+        """`advertised`: the client capabilities the client sent (an SDK-only update must have
+        been asked for there)."""
         assert isinstance(frame, dict), f"a frame must be an object: {frame!r}"
         assert frame.get("jsonrpc") == "2.0", f"frame without jsonrpc 2.0: {frame!r}"
+        kind = frame.get("params", {}).get("update", {}).get("sessionUpdate") if frame.get("method") else None
+        if frame.get("method") == "session/update" and kind in SDK_UPDATES:
+            session = (advertised or {}).get("session") or {}
+            assert isinstance(session.get(SDK_UPDATES[kind]), dict), \
+                f"a {kind} update to a client that did not advertise session.{SDK_UPDATES[kind]}: {frame!r}"
+            sdk().check("SessionNotification", frame["params"])
+            return
         self._agent_message.validate(frame)
         if "method" in frame:
             method = frame["method"]
@@ -77,3 +99,13 @@ class FrameValidator:
         method = method_of(frame["id"])
         if method in RESPONSE_TYPES:
             self.check(RESPONSE_TYPES[method], frame["result"])
+
+
+_SDK: FrameValidator | None = None
+
+
+def sdk() -> FrameValidator:
+    global _SDK
+    if _SDK is None:
+        _SDK = FrameValidator(sdk_schema_path())
+    return _SDK

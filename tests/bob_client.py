@@ -53,6 +53,7 @@ class Bob:
         self.pid = self.proc.pid
         self.exit_code: int | None = None
         self.expected_exit = False  # a test that kills Bob on purpose sets it
+        self.advertised: dict = {}  # the client capabilities initialize sent
 
     def __enter__(self) -> "Bob":
         return self
@@ -78,7 +79,7 @@ class Bob:
             frame = orjson.loads(line)
         except orjson.JSONDecodeError:
             raise AssertionError(f"bob wrote a line that is not JSON: {line[:300]!r}") from None
-        validator().validate(frame, self._methods.get)
+        validator().validate(frame, self._methods.get, self.advertised)
         self.frames.append(frame)
         return frame
 
@@ -92,6 +93,8 @@ class Bob:
     # ---- requests --------------------------------------------------------------------------
 
     def request_async(self, method: str, params: Any) -> int:
+        if method == "initialize" and isinstance(params, dict):
+            self.advertised = params.get("clientCapabilities") or {}
         msg_id = next(self._ids)
         self._methods[msg_id] = method
         self.send({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
@@ -127,8 +130,8 @@ class Bob:
 
     # ---- ACP conveniences ---------------------------------------------------------------------
 
-    def initialize(self) -> dict:
-        return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": {},
+    def initialize(self, capabilities: dict | None = None) -> dict:
+        return self.result("initialize", {"protocolVersion": 1, "clientCapabilities": capabilities or {},
                                           "clientInfo": {"name": "pytest", "version": "1"}})
 
     def new_session(self, cwd: str | None = None) -> str:

@@ -44,6 +44,12 @@ def history_problem(path: str, body) -> str | None:
         return problem
     if path.rstrip("/").endswith("/messages"):  # Anthropic: tool_use answered in the next user message
         for index, message in enumerate(messages):
+            blocks = message.get("content") if isinstance(message, dict) else None
+            for block in blocks if isinstance(blocks, list) else []:
+                if isinstance(block, dict) and block.get("type") == "text" and not str(block.get("text", "")).strip():
+                    return f"messages.{index}: text content blocks must contain non-whitespace text"
+            if isinstance(blocks, list) and not blocks:
+                return f"messages.{index}: all messages must have non-empty content"
             content = message.get("content") if isinstance(message, dict) else None
             blocks = content if isinstance(content, list) else []
             uses = {b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}

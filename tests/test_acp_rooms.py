@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bob_acp import config, history, log, sessions, workspace
+from bob_acp import history, log, sessions, workspace
 from bob_acp.acp import params, saved
+from bob_acp.acp.runtime import Reader
 from bob_acp.acp.server import AgentServer
 from bob_acp.jsonrpc.errors import RpcError
 
@@ -28,7 +29,7 @@ def make_server(tmp_path, **values):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(values))
     log.setup("error")
-    server = AgentServer(config.load(str(path), env={}), log.get("test"), None, "no model configured")
+    server = AgentServer(Reader(str(path), None, {}, log.get("test")), log.get("test"))
     server.channel.endpoint = FakeEndpoint()
     server.initialize({"protocolVersion": 1})
     return server
@@ -55,7 +56,7 @@ def test_unknown_session_says_so_and_carries_the_id():
 def test_a_prompt_is_registered_in_frame_order_and_a_cancel_before_its_answer_wins(tmp_path):
     server = make_server(tmp_path)
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
-    turns = server.part("turns")
+    turns = server.rooms.turns
     session, turn = turns.prepare({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
     assert turn in session.turns and turn.ticket.granted
     turns.cancel({"sessionId": sid})  # read before the answer: the answer is cancelled
@@ -70,14 +71,14 @@ def test_a_prompt_for_a_session_being_loaded_is_refused(tmp_path):
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
     server.table.sessions[sid].loading = True
     with pytest.raises(RpcError) as info:
-        server.part("turns").prepare({"sessionId": sid, "prompt": []})
+        server.rooms.turns.prepare({"sessionId": sid, "prompt": []})
     assert info.value.code == -32600 and "being loaded" in info.value.message
 
 
 def test_new_without_a_model_answers_and_compact_says_no_model(tmp_path):
     server = make_server(tmp_path)
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
-    turns = server.part("turns")
+    turns = server.rooms.turns
     prepared = turns.prepare({"sessionId": sid, "prompt": [{"type": "text", "text": "/compact"}]})
     reply = turns.prompt({"sessionId": sid, "prompt": [{"type": "text", "text": "/compact"}]}, prepared)
     with reply.guard:
@@ -115,7 +116,7 @@ def test_selectors_offer_the_models_and_modes_and_refuse_others(tmp_path):
     server = make_server(tmp_path, model={"name": "main", "choices": ["main", "alt"]}, acp={"configOptions": True})
     response = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result
     assert [o["value"] for o in response["configOptions"][0]["options"]] == ["main", "alt"]  # no duplicate
-    selectors = server.part("selectors")
+    selectors = server.rooms.selectors
     sid = response["sessionId"]
     with pytest.raises(RpcError):
         selectors.set_config_option({"sessionId": sid, "configId": "temperature", "value": "hot"})
@@ -129,7 +130,7 @@ def test_selectors_offer_the_models_and_modes_and_refuse_others(tmp_path):
 def test_a_saved_mode_that_asks_less_than_the_configured_one_is_not_restored(tmp_path):
     server = make_server(tmp_path, acp={"configOptions": True}, permissions={"mode": "allow-edits"})
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
-    session, selectors = server.table.sessions[sid], server.part("selectors")
+    session, selectors = server.table.sessions[sid], server.rooms.selectors
     notice = selectors.restore(session, {"mode": "allow-all"})
     assert session.conv.mode == "allow-edits" and "allow-all" in notice and "allow-edits" in notice
     assert selectors.restore(session, {"mode": "ask"}) is None and session.conv.mode == "ask"

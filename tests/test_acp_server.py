@@ -6,20 +6,21 @@ import datetime
 import pytest
 
 from bob_acp import config, history, log, sessions, skills, system_prompt, workspace
+from bob_acp.acp.runtime import Reader
 from bob_acp.acp.server import AgentServer
 from bob_acp.acp.updates import chosen_option
 from bob_acp.jsonrpc.endpoint import Outcome
 from bob_acp.jsonrpc.errors import RpcError
 
 
-def server(**kw):
+def server(profile=None, env=None, path=None):
     log.setup("error")
-    return AgentServer(config.defaults(), log.get("test"), None, "no model", **kw)
+    return AgentServer(Reader(path, profile, env if env is not None else {"XDG_CONFIG_HOME": "/nonexistent"},
+                              log.get("test")), log.get("test"))
 
 
 def test_with_acp_auth_and_no_model_sessions_ask_for_sign_in_and_authenticate_says_why(tmp_path):
-    cfg = config.load(env={"XDG_CONFIG_HOME": "/nonexistent"}, profile="full")
-    srv = AgentServer(cfg, log.get("test"), None, "no model")
+    srv = server("full")
     init = srv.initialize({"protocolVersion": 1, "clientCapabilities": {}})
     assert [m["id"] for m in init.result["authMethods"]] == ["bob-model"] and "type" not in init.result["authMethods"][0]
     with pytest.raises(RpcError) as info:
@@ -35,9 +36,9 @@ def test_with_acp_auth_and_no_model_sessions_ask_for_sign_in_and_authenticate_sa
     method = terminal["authMethods"][0]
     assert (method["type"], method["args"]) == ("terminal", ["setup"])
     assert method["_meta"]["terminal-auth"]["args"][-1] == "setup"
-    ready = AgentServer(cfg, log.get("test"), object(), "")
+    ready = server("full", {"XDG_CONFIG_HOME": "/nonexistent", "OPENAI_API_KEY": "sk-test-0123456789"})
     ready.initialize({"protocolVersion": 1})
-    assert ready.authenticate({"methodId": "bob-model"}) == {} and ready.authenticated
+    assert ready.authenticate({"methodId": "bob-model"}) == {} and ready.fresh().usable
 
 
 def test_bob_without_auth_methods_answers_authenticate_with_nothing():
@@ -49,9 +50,9 @@ def test_bob_without_auth_methods_answers_authenticate_with_nothing():
 def test_a_session_id_the_connection_holds_is_refused_and_the_held_one_kept(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
-    first = srv.opener.make("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
+    first = srv.opener.make("20260101-000000-00000001", workspace.of(str(tmp_path)), None, None, srv.fresh())
     srv.table.admit(first)
-    again = srv.opener.make("20260101-000000-00000001", workspace.of(str(tmp_path)), None)
+    again = srv.opener.make("20260101-000000-00000001", workspace.of(str(tmp_path)), None, None, srv.fresh())
     with pytest.raises(RpcError) as info:
         srv.table.admit(again)
     assert info.value.code == -32603
@@ -90,6 +91,6 @@ def test_load_replaces_the_stored_system_prompt(tmp_path):
     srv = server()
     srv.initialize({"protocolVersion": 1})
     stored = [history.system("an old prompt"), history.user("hi"), history.assistant("hello")]
-    session = srv.opener.make(sessions.new_id(), workspace.of(str(tmp_path)), stored)
+    session = srv.opener.make(sessions.new_id(), workspace.of(str(tmp_path)), stored, None, srv.fresh())
     assert session.conv.messages[0]["content"].startswith("You are Bob")
     assert session.conv.messages[1:] == stored[1:]

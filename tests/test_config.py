@@ -36,8 +36,9 @@ def test_defaults_are_the_documented_ones():
         "skills": {"dirs": []},
         # Features the product document does not have are off: its behaviour, exactly.
         "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed", "auth": False,
-                "embeddedContext": False, "images": False, "cancelRequest": False, "additionalDirectories": False},
-        "permissions": {"mode": "ask", "allowAlways": "tool"},
+                "embeddedContext": False, "images": False, "cancelRequest": False, "additionalDirectories": False,
+                "fork": False, "clientTimeout": 60},
+        "permissions": {"mode": "ask", "allowAlways": "tool", "newForgetsGrants": False},
         "mcp": {"enabled": False, "timeout": 30},
         "chat": {"mcpServers": []},
         "log": {"level": "info", "format": "console", "file": None},
@@ -174,7 +175,7 @@ def test_the_reference_is_made_from_the_declarations():
     reference = config.reference()
     for section in config.SCHEMA:
         assert f"\n{section}:" in "\n" + reference
-    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 15
+    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 17
 
 
 def test_the_reference_is_valid_yaml_that_loads_to_the_defaults(tmp_path):

@@ -7,6 +7,8 @@ import time
 import pytest
 from bob_client import message_text
 
+from bob_acp import __version__
+
 pytestmark = pytest.mark.e2e
 
 
@@ -28,7 +30,6 @@ def test_initialize_answers_exactly_and_logs_the_client(spawn_bob):
     result = bob.result("initialize", {"protocolVersion": 3, "clientCapabilities": {"fs": {"readTextFile": True}},
                                        "clientInfo": {"name": "zed", "version": "0.201.0"}})
     after = time.time()
-    from bob_acp import __version__
     assert result == {
         "protocolVersion": 1,
         "agentCapabilities": {
@@ -55,19 +56,22 @@ def test_load_session_is_advertised_only_when_sessions_are_enabled(spawn_bob):
 
 
 def test_a_5_mib_line_is_refused_without_holding_it_and_the_next_frame_is_answered(spawn_bob):
-    bob = spawn_bob()
+    bob = spawn_bob({"log": {"level": "debug"}})
     bob.initialize()
-    bob.wait_stderr("[acp] initialize")  # warmed up: the log thread has loaded structlog
-    bob.wait_stderr("bob 0.15.0")
+    bob.wait_stderr("warm-up done")  # what start-up loads is loaded: memory from now on is the frames'
+    bob.wait_stderr(f"bob {__version__}")
     before = vm(bob.pid, "VmHWM")
     bob.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"pad":"' + b"x" * (5 << 20) + b'"}}\n')
     frame = bob.read_frame()
-    assert err(frame) == (None, -32600)
+    # Answered under its own id (read from the line's start), the limit named: the client's request ends.
+    assert err(frame) == (1, -32600) and "limit of 4194304 bytes" in frame["error"]["message"]
     assert vm(bob.pid, "VmHWM") - before < 5 << 20
     huge = 64 << 20  # far past the cap: memory must not follow the line
     bob.send_raw(b"[" + b"1," * (huge // 2) + b"1]\n")
     assert err(bob.read_frame(timeout=60)) == (None, -32600)
     assert vm(bob.pid, "VmHWM") - before < 8 << 20
+    bob.send_raw(b'{"jsonrpc":"2.0","method":"session/prompt","params":{"pad":"' + b"x" * (5 << 20) + b'"},"id":"s-9"}\n')
+    assert err(bob.read_frame()) == ("s-9", -32600)  # (an id after the params: read from the line's end)
     assert bob.result("authenticate", {"methodId": "none"}) == {}
 
 

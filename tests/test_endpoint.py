@@ -169,7 +169,9 @@ def test_rpc_errors_keep_their_code_and_data(harness):
 def test_an_oversized_frame_is_refused_and_the_next_answered(harness):
     h = harness()
     h.send(b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"p":"' + b"x" * 5000 + b'"}}\n')
-    assert error_of(h.next()) == (None, -32600)
+    assert error_of(h.next()) == (1, -32600)  # its own id, read from the line's start
+    h.send(b'[' + b"1," * 3000 + b'1]\n')
+    assert error_of(h.next()) == (None, -32600)  # (no request in it: no id to answer under)
     h.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}})
     assert h.next()["id"] == 2
 

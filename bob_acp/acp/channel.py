@@ -19,12 +19,18 @@ if TYPE_CHECKING:
 class ClientCapabilities:
     """What the client's `initialize` offered (the parts Bob uses)."""
 
-    __slots__ = ("terminal_output", "read_files", "write_files", "terminals", "retry_events")
+    __slots__ = ("terminal_output", "read_files", "write_files", "terminals", "retry_events", "notices",
+                 "compaction")
 
     def __init__(self, offered: dict | None = None):
         offered = offered or {}
         meta = mapping(offered.get("_meta"))
         fs = mapping(offered.get("fs"))
+        session = mapping(offered.get("session"))
+        # Updates the official SDKs' schema has and the stable one not yet: sent only to a client
+        # that advertised them (`session.notices: {}`, `session.compaction: {}`).
+        self.notices = isinstance(session.get("notices"), dict)
+        self.compaction = isinstance(session.get("compaction"), dict)
         self.terminal_output = meta.get("terminal_output") is True  # Zed's display-only terminal (_meta)
         self.read_files = fs.get("readTextFile") is True
         self.write_files = fs.get("writeTextFile") is True
@@ -54,6 +60,17 @@ class ClientChannel:
     def tell(self, sid: str, line: str) -> None:
         """One message to the user in the session, outside any turn."""
         self.update(sid, p.agent_chunk(line + "\n", str(uuid.uuid4())))
+
+    def notice(self, sid: str, title: str, description: str | None = None, severity: str = "warning",
+               give_up: Callable[[], bool] | None = None) -> None:
+        """Something the user should know that is not part of the conversation: a `notice` to a
+        client that advertised notices, an agent message to any other."""
+        if self.capabilities.notices:
+            self.update(sid, p.notice(title, description, severity), give_up)
+        else:
+            marks = {"warning": "⚠️ ", "error": "❌ "}
+            self.update(sid, p.agent_chunk(f"{marks.get(severity, '')}{title}{f' {description}' if description else ''}\n",
+                                           str(uuid.uuid4())), give_up)
 
     def ask(self, method: str, params: dict, cancel: Cancel) -> Outcome:
         """One request to the client (a permission question, a file, a terminal): its Outcome. A

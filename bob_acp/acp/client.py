@@ -14,8 +14,9 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
+from bob_acp import threads
 from bob_acp.cancel import Cancel
-from bob_acp.exceptions import Cancelled, ClientError
+from bob_acp.exceptions import Cancelled, ClientError, ClientTimeout
 from bob_acp.jsonrpc.endpoint import Outcome
 from bob_acp.jsontext import mapping
 from bob_acp.tools.client import TerminalExit, TerminalOutput
@@ -32,8 +33,9 @@ class EditorClient:
     """One session's way to the editor's files and terminals."""
 
     def __init__(self, ask: Ask, log: object, session_id: str, can_read: bool, can_write: bool, can_run: bool,
-                 hidden: tuple[str, ...] = ()):
+                 hidden: tuple[str, ...] = (), within: float = 60.0):
         self._ask_client = ask
+        self._within = within  # seconds the editor has to answer (acp.clientTimeout)
         self._log = log
         self._sid = session_id
         self.can_read = can_read
@@ -79,6 +81,8 @@ class EditorClient:
         `instead`, when the client failed or its answer has no such field."""
         try:
             result = self.ask(method, params, cancel)
+        except ClientTimeout:
+            raise  # (no answer at all: the call fails in words, nothing is done instead)
         except ClientError as exc:
             self._info(f"{what}: {exc}; {instead}")
             return None
@@ -88,9 +92,25 @@ class EditorClient:
             return None
         return value
 
-    def ask(self, method: str, params: dict, cancel: Cancel) -> object:
-        """The result of one request; Cancelled when the turn is, ClientError for an error."""
-        outcome = self._ask_client(method, params, cancel)
+    def ask(self, method: str, params: dict, cancel: Cancel, within: float | None = -1.0) -> object:
+        """The result of one request; Cancelled when the turn is, ClientError for an error,
+        ClientTimeout when the editor has not answered within `within` seconds (-1: the
+        configured acp.clientTimeout; None: no limit but the cancel's)."""
+        limit = self._within if within == -1.0 else within
+        if limit is None:
+            outcome = self._ask_client(method, params, cancel)
+        else:
+            waited = Cancel()  # set by the turn's cancel or the time limit, whichever comes first
+            unsubscribe = cancel.subscribe(waited.set)
+            timer = threads.timer(limit, waited.set)
+            try:
+                outcome = self._ask_client(method, params, waited)
+            finally:
+                timer.cancel()
+                unsubscribe()
+            if waited.is_set() and not cancel.is_set():
+                self._info(f"{method}: no answer within {limit:g} s (acp.clientTimeout)")
+                raise ClientTimeout(f"the editor did not answer {method} within {limit:g} s (acp.clientTimeout)")
         if cancel.is_set():
             raise Cancelled()
         if outcome.closed:
@@ -116,11 +136,9 @@ class EditorTerminal:
     def wait_for_exit(self, timeout: float, cancel: Cancel) -> TerminalExit | None:
         limit = Cancel()  # set by the turn's cancel or the time limit, whichever comes first
         unsubscribe = cancel.subscribe(limit.set)
-        timer = threading.Timer(timeout, limit.set)
-        timer.daemon = True
-        timer.start()
+        timer = threads.timer(timeout, limit.set)
         try:
-            result = self._client.ask(WAIT, dict(self._params), limit)
+            result = self._client.ask(WAIT, dict(self._params), limit, within=None)  # (the command's own time)
         except Cancelled:
             if cancel.is_set():
                 raise
@@ -153,7 +171,10 @@ class EditorTerminal:
             self._quietly(KILL)
             self._quietly(RELEASE)
 
-        threading.Thread(target=end, name="bob-terminal-end", daemon=True).start()
+        try:
+            threads.start(end, "bob-terminal-end")
+        except threads.ThreadLimit:
+            end()  # (no thread to spare: done now, each request within its own time limit)
 
     def _claim(self) -> bool:
         """True once: the caller releases the terminal (nothing is sent for it after that)."""
@@ -163,16 +184,10 @@ class EditorTerminal:
 
     def _quietly(self, method: str) -> None:
         """A request whose failure changes nothing (the terminal is gone either way): logged."""
-        never = Cancel()
-        timer = threading.Timer(CLEANUP_WAIT, never.set)
-        timer.daemon = True
-        timer.start()
         try:
-            self._client.ask(method, dict(self._params), never)
+            self._client.ask(method, dict(self._params), Cancel(), within=CLEANUP_WAIT)
         except (ClientError, Cancelled) as exc:
             self._client._info(f"{method} {self.id}: {exc or 'no answer'}")
-        finally:
-            timer.cancel()
 
 
 def _exit(result: object) -> TerminalExit:

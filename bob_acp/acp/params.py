@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-from bob_acp import fswatch
 from bob_acp.jsonrpc.errors import RpcError
 
 TYPE_CHECKING = False
@@ -30,25 +29,12 @@ def cwd_param(params: dict) -> str:
     return _folder(required_str(params, "cwd"), "cwd")
 
 
-_folders: fswatch.Kept[str, str] = fswatch.Kept(1024)  # path -> the folder, while nothing changed
-
-
 def _folder(path: str, name: str) -> str:
-    cached = _folders.get(path, fswatch.generation())  # (a path kept here passed the checks below)
-    if cached is not None:
-        return cached
     if not os.path.isabs(path):
         raise RpcError.invalid_params(f"{name}: must be an absolute path, got {path[:200]!r}")
-    if "\0" in path:
+    if "\0" in path or not os.path.isdir(path):
         raise RpcError.invalid_params(f"{name}: not a directory: {path[:200]!r}")
-    generation = fswatch.generation()
-    folder = os.path.normpath(path)
-    watched = generation is not None and fswatch.watch_path(folder, ())  # (before it is looked at)
-    if not os.path.isdir(path):
-        raise RpcError.invalid_params(f"{name}: not a directory: {path[:200]!r}")
-    if watched:
-        _folders.keep(path, generation, folder)
-    return folder
+    return os.path.normpath(path)
 
 
 MAX_ROOTS = 64

@@ -27,6 +27,7 @@ SESSION_LIST = "session/list"
 SESSION_RESUME = "session/resume"
 SESSION_CLOSE = "session/close"
 SESSION_DELETE = "session/delete"
+SESSION_FORK = "session/fork"  # (unstable: the draft schema's; with acp.fork)
 SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
 REQUEST_PERMISSION = "session/request_permission"
@@ -102,6 +103,14 @@ def usage_update(used: int, size: int, cost: float | None = None) -> dict:
     frame: dict = {"sessionUpdate": "usage_update", "used": max(0, int(used)), "size": max(0, int(size))}
     if cost is not None:
         frame["cost"] = {"amount": round(cost, 6), "currency": "USD"}
+    return frame
+
+
+def notice(title: str, description: str | None = None, severity: str = "warning") -> dict:
+    """A `notice` update (only to a client that advertised `session.notices`)."""
+    frame: dict = {"sessionUpdate": "notice", "severity": severity, "title": bounded(title, MAX_PATH) or "Bob"}
+    if description:
+        frame["description"] = bounded(description)
     return frame
 
 

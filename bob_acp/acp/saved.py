@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import sessions, tools, workspace
+from bob_acp import history, sessions, tools, workspace
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.opener import Opener
@@ -20,13 +20,14 @@ from bob_acp.acp.session import Session
 from bob_acp.acp.table import SessionTable
 from bob_acp.acp.updates import result_content
 from bob_acp.config import Config
-from bob_acp.engine import Engine
+from bob_acp.engine import Refs
 from bob_acp.engine.turn import new_message_id
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.workspace import Workspace
 
 if TYPE_CHECKING:
+    from bob_acp.acp.runtime import Runtime
     from bob_acp.log import Logger
     from bob_acp.sessions import ListedSession, ReplayItem
 
@@ -35,24 +36,25 @@ PAGE = 50
 
 
 class Handlers:
-    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel,
-                 engine_of: Callable[[], Engine], opener: Opener, ready: Callable[[], None]):
-        self.cfg = cfg
+    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel, opener: Opener,
+                 refs: Refs, ready: Callable[[], Runtime]):
+        self.cfg = cfg  # the connection's
         self.log = log
         self.table = table
         self.channel = channel
-        self.engine_of = engine_of
         self.opener = opener
-        self.ready = ready  # raises unless initialize (and sign-in) came first
+        self.refs = refs  # the connection's tool-call numbering (a replay moves it past what it shows)
+        self.ready = ready  # the configuration as it is now; raises unless initialize (and sign-in) came first
         self.cwds: set[str] = set()  # folders this connection saw sessions in (list and delete without cwd)
 
     # ---- load / resume ---------------------------------------------------------------------
 
-    def prepare_load(self, params: dict) -> tuple[str, Workspace, list, Session | None]:
-        self.ready()
+    def prepare_load(self, params: dict) -> tuple[str, Workspace, list, Session | None, Runtime]:
+        runtime = self.ready()
         sid = required_str(params, "sessionId")
         # Omitted or empty, no further roots (the protocol's rule): the client passes back what
-        # session/list reports for the session to have them again.
+        # session/list reports for the session to have them again, and a session file (which a
+        # cloned repository can ship) never gives its session folders by itself.
         ws = workspace.of(cwd_param(params), more_roots(params, self.cfg.acp.additionalDirectories) or ())
         servers = mcp_servers(params)
         if not sessions.valid_id(sid):
@@ -64,11 +66,15 @@ class Handlers:
                 raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
             if held is not None:
                 held.loading = True
-        return sid, ws, servers, held
+        return sid, ws, servers, held, runtime
+
+    def abandon_load(self, prepared: tuple) -> None:
+        """The load cannot run after all (no thread for it): the session it was to replace is free."""
+        self._release(prepared[3])
 
     def load(self, params: dict, prepared: tuple | None = None) -> dict:
-        sid, ws, servers, held = prepared or self.prepare_load(params)
-        session, folder, notice = self._take_over(sid, ws, servers, held)
+        sid, ws, servers, held, runtime = prepared or self.prepare_load(params)
+        session, folder, notice = self._take_over(sid, ws, servers, held, runtime)
         replayed = self._replay(session)
         self.send_plan(session)
         if notice:
@@ -81,8 +87,8 @@ class Handlers:
     def resume(self, params: dict) -> Reply:
         """The session registered again without a replay (the client has it); the model sees
         the whole history."""
-        sid, ws, servers, held = self.prepare_load(params)
-        session, folder, notice = self._take_over(sid, ws, servers, held)
+        sid, ws, servers, held, runtime = self.prepare_load(params)
+        session, folder, notice = self._take_over(sid, ws, servers, held, runtime)
         self.log.info("[acp] session {session} resumed from {folder}: {messages} message(s)", session=sid,
                       folder=folder, messages=len(session.conv.messages) - 1)
 
@@ -94,12 +100,57 @@ class Handlers:
 
         return Reply(self.opener.result(session, {}), after=after)
 
-    def _take_over(self, sid: str, ws: Workspace, servers: list, held: Session | None) -> tuple[Session, str, str | None]:
+    def fork(self, params: dict) -> Reply:
+        """(acp.fork) A new session with the conversation of another so far (held here, or saved
+        in `cwd`): its own id and file, a title that says it is a fork; the other goes on as it was."""
+        runtime = self.ready()
+        sid = required_str(params, "sessionId")
+        ws = workspace.of(cwd_param(params), more_roots(params, self.cfg.acp.additionalDirectories) or ())
+        servers = mcp_servers(params)
+        if not sessions.valid_id(sid):
+            raise unknown_session(sid, "not a valid session id")
+        with self.table.lock:
+            held = self.table.held(sid)
+            messages = list(held.conv.messages) if held is not None else None
+            title = held.title if held is not None else None
+        if messages is None:
+            try:
+                stored = self.table.store(ws.cwd).load(sid)
+            except sessions.SessionLoadError as exc:
+                if exc.missing:
+                    raise unknown_session(sid, exc.reason) from None
+                raise RpcError.invalid_params(f"sessionId: cannot fork session {sid}: {exc.reason}",
+                                              data={"sessionId": sid, "error": exc.reason}) from None
+            messages, title = stored.messages, stored.title
+        self.table.check_room()
+        new = sessions.new_id()
+        session = self.opener.make(new, ws, history.repaired(messages), servers, runtime)
+        session.title = sessions.fork_title(title or sessions.title_of(messages))
+        try:
+            self.table.admit(session)
+        except BaseException:
+            if session.mcp is not None:
+                session.mcp.close()
+            raise
+        self.table.save(session)
+        self.cwds.add(ws.cwd)
+        self.log.info("[acp] session {session}: forked from {source} ({messages} message(s))", session=new,
+                      source=sid, messages=len(session.conv.messages) - 1)
+
+        def after() -> None:
+            self.channel.update(new, p.session_info_update(session.title))
+            self.send_plan(session)
+            self.opener.send_commands(session)
+
+        return Reply(self.opener.result(session, {"sessionId": new}), after=after)
+
+    def _take_over(self, sid: str, ws: Workspace, servers: list, held: Session | None,
+                   runtime: Runtime) -> tuple[Session, str, str | None]:
         cwd = ws.cwd
         store = self.table.store(cwd)
         try:
             stored = store.load(sid)
-            session = self.opener.make(sid, ws, stored.messages, servers)
+            session = self.opener.make(sid, ws, stored.messages, servers, runtime)
         except sessions.SessionLoadError as exc:
             self._release(held)
             if exc.missing:
@@ -126,7 +177,7 @@ class Handlers:
 
     def send_plan(self, session: Session) -> None:
         """The session's last plan (tools.plan), so the editor shows it again after a load or resume."""
-        if not self.cfg.tools.plan:
+        if not session.runtime.cfg.tools.plan:
             return
         entries = last_plan(session.conv.messages)
         if entries is not None:
@@ -140,7 +191,7 @@ class Handlers:
     def _replay(self, session: Session) -> int:
         items = sessions.replay_items(session.conv.messages)
         recorded = self.cfg.acp.replayStatus == "recorded"
-        self.engine_of().refs.reserve([item.ref for item in items if item.kind == "tool"])
+        self.refs.reserve([item.ref for item in items if item.kind == "tool"])
         for item in items:
             self.channel.update(session.id, replay_update(item, session.workspace, recorded))
         return sum(1 for m in session.conv.messages if m["role"] != "system")

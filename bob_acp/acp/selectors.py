@@ -3,13 +3,12 @@ same mode as ACP modes for older clients), session/set_config_option and session
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.acp.table import SessionTable
 from bob_acp.config import Config
-from bob_acp.engine import Engine
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.providers.models import ModelSet
 
@@ -30,22 +29,20 @@ RANK = {"ask": 0, "sandboxed": 1, "allow-edits": 1, "allow-all": 2}  # how much 
 
 
 class Handlers:
-    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel,
-                 engine_of: Callable[[], Engine]):
-        self.cfg = cfg
+    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel):
+        self.cfg = cfg  # the connection's; a session's own is session.runtime.cfg
         self.log = log
         self.table = table
         self.channel = channel
-        self.engine_of = engine_of
 
-    @property
-    def _models(self) -> ModelSet:
-        return self.engine_of().models
+    @staticmethod
+    def _models(session: Session) -> ModelSet:
+        return session.engine.models
 
-    def models(self) -> list[str]:
+    def models(self, session: Session) -> list[str]:
         """The values the model selector offers: every configured model by its id, then the
         further names each serves (choices)."""
-        return [option.value for option in self._models.options()]
+        return [option.value for option in self._models(session).options()]
 
     def modes(self, session: Session) -> tuple:
         """The approval modes this session can have (engine.unoffered_modes says which it cannot:
@@ -63,11 +60,9 @@ class Handlers:
             offered.append((mode, name, text))
         return tuple(offered)
 
-    def levels(self, session: Session | None = None) -> tuple[str, ...]:
+    def levels(self, session: Session) -> tuple[str, ...]:
         """The reasoning levels the session's model takes (none for the script provider)."""
-        models = self._models
-        provider = (models.pick(session.conv.model) if session is not None else models.pick(None)).entry.settings.provider
-        return reasoning_levels(provider)
+        return reasoning_levels(self._models(session).pick(session.conv.model).entry.settings.provider)
 
     def options(self, session: Session) -> list[dict]:
         conv = session.conv
@@ -77,8 +72,8 @@ class Handlers:
                       "options": [{"value": level, "name": LEVEL_NAMES.get(level, level)} for level in levels]}]
         return [
             {"id": "model", "name": "Model", "category": "model", "type": "select",
-             "currentValue": self._models.pick(conv.model).value,
-             "options": [{"value": name, "name": name} for name in self.models()]},
+             "currentValue": self._models(session).pick(conv.model).value,
+             "options": [{"value": name, "name": name} for name in self.models(session)]},
             {"id": "mode", "name": "Approval mode", "category": "mode", "type": "select",
              "currentValue": conv.mode,
              "options": [{"value": mode, "name": name, "description": text}
@@ -93,14 +88,14 @@ class Handlers:
         A saved approval mode is restored only when it asks at least as much as the configured
         permissions.mode (a session file can come with a cloned repository); otherwise the
         session starts in the configured mode, and the line returned says so."""
-        if choices.get("model") in self.models():
-            session.conv.model = self._chosen(choices["model"])
+        if choices.get("model") in self.models(session):
+            session.conv.model = self._chosen(session, choices["model"])
         if choices.get("reasoning") in self.levels(session):
             session.conv.reasoning = None if choices["reasoning"] == "default" else choices["reasoning"]
         saved = choices.get("mode")
         if not isinstance(saved, str) or saved not in {mode for mode, _, _ in self.modes(session)}:
             return None
-        configured = self.cfg.permissions.mode
+        configured = session.runtime.cfg.permissions.mode
         if RANK[saved] <= RANK[configured]:
             session.conv.mode = saved
             return None
@@ -136,18 +131,18 @@ class Handlers:
         return {}
 
     def _set_model(self, session: Session, value: object) -> None:
-        if not isinstance(value, str) or value not in self.models():
+        if not isinstance(value, str) or value not in self.models(session):
             raise RpcError.invalid_params(f"value: not a model this agent offers: {str(value)[:100]!r}")
-        chosen = self._chosen(value)
+        chosen = self._chosen(session, value)
         if chosen != session.conv.model:
             session.conv.model = chosen
             if session.conv.reasoning not in (None, *self.levels(session)):
                 session.conv.reasoning = None  # a level the newly chosen model does not take
             self._changed(session, mode=False)
 
-    def _chosen(self, value: str) -> str | None:
+    def _chosen(self, session: Session, value: str) -> str | None:
         """What a session keeps for a model choice (None: the default, the first option)."""
-        return None if value == self._models.options()[0].value else value
+        return None if value == self._models(session).options()[0].value else value
 
     def _set_mode(self, session: Session, value: object, field: str) -> None:
         why = session.conv.unoffered.get(value) if isinstance(value, str) else None
@@ -161,7 +156,7 @@ class Handlers:
             self._changed(session, mode=True)
 
     def _changed(self, session: Session, mode: bool) -> None:
-        self.log.info(f"[acp] session {session.id}: model {self._models.pick(session.conv.model).value}, "
+        self.log.info(f"[acp] session {session.id}: model {self._models(session).pick(session.conv.model).value}, "
                              f"mode {session.conv.mode}")
         self.channel.update(session.id, {"sessionUpdate": "config_option_update", "configOptions": self.options(session)})
         if mode:

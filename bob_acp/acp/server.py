@@ -1,9 +1,16 @@
 """The agent side of ACP: the method table, initialize and authenticate, session/new, and the
 wiring of the rooms: the client channel (channel.py), the session table (table.py), opening a
 session (opener.py), turns (turns.py), saved sessions (saved.py), selectors (selectors.py).
-Each room is given the collaborators it uses; none calls back into this one. Handlers marked
-worker=True run on worker threads; the others on the dispatcher, which must never block on
-anything without a bound."""
+
+Every method is routed from one table (`routes`) to a method of this class: typed, and each
+one a line that hands the request to the room that holds it. The rooms that import the engine
+are made at their first use (`Rooms`), so answering `initialize` never waits for those imports.
+Handlers marked worker=True run on worker threads; the others on the dispatcher, which must
+never block on anything without a bound.
+
+The configuration is read again when its file changed (runtime.Reader): session/new, load,
+resume and authenticate use it as it is now; an open session keeps the one it was opened with.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,7 @@ from bob_acp.acp import auth
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientCapabilities, ClientChannel
 from bob_acp.acp.opener import Opener
-from bob_acp.acp.params import cwd_param, mcp_servers, more_roots, required_str
+from bob_acp.acp.params import cwd_param, mcp_servers, more_roots
 from bob_acp.acp.table import SessionTable
 from bob_acp.jsonrpc.endpoint import Reply, Route
 from bob_acp.jsonrpc.errors import AUTH_REQUIRED, RpcError
@@ -26,11 +33,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from bob_acp.acp.runtime import Reader, Runtime
+    from bob_acp.acp.saved import Handlers as SavedHandlers
+    from bob_acp.acp.selectors import Handlers as SelectorHandlers
+    from bob_acp.acp.session import Session, Turn
+    from bob_acp.acp.turns import Handlers as TurnHandlers
     from bob_acp.config import Config
-    from bob_acp.engine import Engine
+    from bob_acp.engine import Refs
     from bob_acp.log import Logger
-    from bob_acp.providers.base import Provider
-    from bob_acp.providers.models import ModelSet
 
 # Not needed to answer `initialize`: loaded on first use, or warmed once initialize is answered.
 engine = LazyModule("bob_acp.engine", globals(), "engine")
@@ -43,60 +53,98 @@ selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_mod
 mcp_module = LazyModule("bob_acp.mcp", globals(), "mcp_module")
 
 
-class AgentServer:
-    def __init__(self, cfg: Config, log: Logger, provider: Provider | ModelSet | None, no_model_message: str,
-                 env: dict | None = None, redact: Callable[[Any], Any] | None = None,
-                 config_problem: str | None = None, hidden_env: tuple[str, ...] = ()):
-        self.cfg = cfg
-        self.log = log
-        self.provider = provider
-        self.no_model_message = no_model_message
-        self.env = env  # what tools and MCP servers start with (secrets dropped)
-        self.redact = redact
-        self.auth_methods: list[dict] = []  # advertised at initialize (acp.auth)
-        self.config_problem = config_problem  # the config error Bob serves with the defaults, if any
-        self.closing = threading.Event()
-        self.initialized = False
-        # With acp.auth, "authenticated" means a usable model is configured: nothing else to sign in to.
-        self.authenticated = not cfg.acp.auth or provider is not None
-        self.channel = ClientChannel()
-        self.table = SessionTable(cfg, log, self.channel, redact)
-        self.opener = Opener(cfg, log, self.channel, lambda: self.engine, lambda: self.part("selectors"), env,
-                             hidden_env)
-        self._engine: Engine | None = None
-        self._parts: dict[str, Any] = {}
-        self._parts_lock = threading.Lock()
+def agent_capabilities(cfg: Config) -> dict[str, Any]:
+    """What `initialize` advertises for this configuration (also shown by `--check`)."""
+    agent: dict[str, Any] = {
+        "loadSession": bool(cfg.sessions.enabled),
+        "promptCapabilities": {"image": bool(cfg.acp.images), "audio": False,
+                               "embeddedContext": bool(cfg.acp.embeddedContext)},
+        "mcpCapabilities": {"http": bool(cfg.mcp.enabled), "sse": False},
+    }
+    if cfg.acp.sessionHistory:
+        agent["sessionCapabilities"] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    if cfg.acp.fork and cfg.sessions.enabled:
+        agent.setdefault("sessionCapabilities", {})["fork"] = {}  # (unstable: the draft schema's)
+    if cfg.acp.additionalDirectories:
+        agent.setdefault("sessionCapabilities", {})["additionalDirectories"] = {}
+    return agent
+
+
+class Rooms:
+    """The handlers of the rooms that import the engine, each made once, at its first use, with
+    the collaborators it uses."""
+
+    def __init__(self, server: AgentServer):
+        self._server = server
+        self._lock = threading.Lock()
+        self._turns: TurnHandlers | None = None
+        self._saved: SavedHandlers | None = None
+        self._selectors: SelectorHandlers | None = None
 
     @property
-    def engine(self) -> Engine:
-        if self._engine is None:
-            with self._parts_lock:
-                if self._engine is None:
-                    self._engine = engine.Engine(self.cfg, self.provider, self.no_model_message, self.log,
-                                                 engine.Refs(), self.env, self.redact)
-        return self._engine
+    def turns(self) -> TurnHandlers:
+        if self._turns is None:
+            with self._lock:
+                if self._turns is None:
+                    server = self._server
+                    made: type[TurnHandlers] = turns_module.Handlers  # (typed: mypy checks what it is given)
+                    self._turns = made(server.cfg, server.log, server.table, server.channel, server.opener,
+                                       server.require_ready, server.closing)
+        return self._turns
 
-    def part(self, name: str) -> Any:
-        """The handlers of one room (turns, saved, selectors), made once, on first use, each with
-        the collaborators it uses."""
-        made = self._parts.get(name)
-        if made is not None:
-            return made
-        engine_of = lambda: self.engine  # noqa: E731  (made on first use)
-        with self._parts_lock:
-            if name not in self._parts:
-                if name == "turns":
-                    made = turns_module.Handlers(self.cfg, self.log, self.table, self.channel, engine_of,
-                                                 self.opener, self.require_ready, self.closing)
-                elif name == "saved":
-                    made = saved_module.Handlers(self.cfg, self.log, self.table, self.channel, engine_of,
-                                                 self.opener, self.require_ready)
-                else:
-                    made = selectors_module.Handlers(self.cfg, self.log, self.table, self.channel, engine_of)
-                self._parts[name] = made
-            return self._parts[name]
+    @property
+    def saved(self) -> SavedHandlers:
+        if self._saved is None:
+            with self._lock:
+                if self._saved is None:
+                    server = self._server
+                    made: type[SavedHandlers] = saved_module.Handlers
+                    self._saved = made(server.cfg, server.log, server.table, server.channel, server.opener,
+                                       server.refs, server.require_ready)
+        return self._saved
 
-    # ---- wiring ---------------------------------------------------------------------------
+    @property
+    def selectors(self) -> SelectorHandlers:
+        if self._selectors is None:
+            with self._lock:
+                if self._selectors is None:
+                    server = self._server
+                    made: type[SelectorHandlers] = selectors_module.Handlers
+                    self._selectors = made(server.cfg, server.log, server.table, server.channel)
+        return self._selectors
+
+
+class AgentServer:
+    def __init__(self, reader: Reader, log: Logger):
+        self.reader = reader
+        # The connection's configuration: what initialize advertises and which methods are
+        # answered. A session's own (its model, tools, permissions) is the reading it opened with.
+        self.cfg = reader.current.cfg
+        self.log = log
+        self.auth_methods: list[dict] = []  # advertised at initialize (acp.auth)
+        self.closing = threading.Event()
+        self.initialized = False
+        self.channel = ClientChannel()
+        self.table = SessionTable(self.cfg, log, self.channel)
+        self.opener = Opener(self.cfg, log, self.channel, lambda: self.rooms.selectors, self.refs_of)
+        self.rooms = Rooms(self)
+        self._refs: Refs | None = None
+
+    @property
+    def refs(self) -> Refs:
+        """ACP's tool-call ids (call_1, call_2, …): one numbering for the whole connection."""
+        return self.refs_of()
+
+    def refs_of(self) -> Refs:
+        if self._refs is None:
+            self._refs = engine.Refs()
+        return self._refs
+
+    def fresh(self) -> Runtime:
+        """The configuration as it is now (read again when its file has changed)."""
+        return self.reader.fresh()
+
+    # ---- the method table -------------------------------------------------------------------
 
     def routes(self) -> dict[str, Route]:
         # With MCP servers to start (bounded by mcp.timeout), or model servers to ask for their
@@ -106,36 +154,95 @@ class AgentServer:
             p.INITIALIZE: Route(self.initialize),
             p.AUTHENTICATE: Route(self.authenticate),
             p.SESSION_NEW: Route(self.new_session, worker=slow),
-            p.SESSION_PROMPT: Route(lambda params, prepared=None: self.part("turns").prompt(params, prepared),
-                                    worker=True, prepare=lambda params: self.part("turns").prepare(params),
-                                    cancel=lambda prepared: prepared[1].cancel_now()),  # ($/cancel_request)
+            p.SESSION_PROMPT: Route(self.prompt, worker=True, prepare=self.prepare_prompt,
+                                    cancel=self.cancel_request, abandon=self.abandon_prompt),
         }
-        unsupported = list(p.NOT_SUPPORTED)
         if self.cfg.sessions.enabled:
-            table[p.SESSION_LOAD] = Route(lambda params, prepared=None: self.part("saved").load(params, prepared),
-                                          worker=True, prepare=lambda params: self.part("saved").prepare_load(params))
-        else:
-            unsupported.append(p.SESSION_LOAD)
+            table[p.SESSION_LOAD] = Route(self.load, worker=True, prepare=self.prepare_load, abandon=self.abandon_load)
+            if self.cfg.acp.fork:
+                table[p.SESSION_FORK] = Route(self.fork, worker=slow)
         if self.cfg.acp.sessionHistory:
-            for method, name in ((p.SESSION_LIST, "list"), (p.SESSION_RESUME, "resume"),
-                                 (p.SESSION_CLOSE, "close"), (p.SESSION_DELETE, "delete")):
-                table[method] = Route(self._delegate("saved", name), worker=slow and name == "resume")
+            table[p.SESSION_LIST] = Route(self.list_sessions)
+            table[p.SESSION_RESUME] = Route(self.resume, worker=slow)
+            table[p.SESSION_CLOSE] = Route(self.close)
+            table[p.SESSION_DELETE] = Route(self.delete)
         if self.cfg.acp.configOptions:
-            table[p.SESSION_SET_CONFIG_OPTION] = Route(self._delegate("selectors", "set_config_option"))
-            table[p.SESSION_SET_MODE] = Route(self._delegate("selectors", "set_mode"))
-        for method in unsupported:
-            if method not in table:
-                table[method] = Route(self._unsupported(method))
+            table[p.SESSION_SET_CONFIG_OPTION] = Route(self.set_config_option)
+            table[p.SESSION_SET_MODE] = Route(self.set_mode)
+        for method in (*p.NOT_SUPPORTED, *(() if self.cfg.sessions.enabled else (p.SESSION_LOAD,))):
+            table.setdefault(method, Route(self.unsupported(method)))
         return table
 
-    def _delegate(self, part: str, name: str) -> Callable[[dict], Any]:
-        def handler(params: dict) -> Any:
-            self.require_ready()
-            return getattr(self.part(part), name)(params)
+    def notifications(self) -> dict:
+        return {p.SESSION_CANCEL: self.cancel}
+
+    # ---- turns --------------------------------------------------------------------------------
+
+    def prepare_prompt(self, params: dict) -> tuple[Session, Turn]:
+        return self.rooms.turns.prepare(params)
+
+    def prompt(self, params: dict, prepared: tuple[Session, Turn] | None = None) -> Reply:
+        return self.rooms.turns.prompt(params, prepared)
+
+    def cancel_request(self, prepared: tuple[Session, Turn]) -> None:
+        """$/cancel_request of a prompt: as its session/cancel would."""
+        prepared[1].cancel_now()
+
+    def abandon_prompt(self, prepared: tuple[Session, Turn]) -> None:
+        self.rooms.turns.abandon(prepared)
+
+    def cancel(self, params: dict) -> None:
+        self.rooms.turns.cancel(params)
+
+    # ---- saved sessions -------------------------------------------------------------------------
+
+    def prepare_load(self, params: dict) -> tuple:
+        return self.rooms.saved.prepare_load(params)
+
+    def load(self, params: dict, prepared: tuple | None = None) -> dict:
+        return self.rooms.saved.load(params, prepared)
+
+    def abandon_load(self, prepared: tuple) -> None:
+        self.rooms.saved.abandon_load(prepared)
+
+    def resume(self, params: dict) -> Reply:
+        self.require_ready()
+        return self.rooms.saved.resume(params)
+
+    def fork(self, params: dict) -> Reply:
+        self.require_ready()
+        return self.rooms.saved.fork(params)
+
+    def list_sessions(self, params: dict) -> dict:
+        self.require_initialized()  # (no model needed to list, close or delete what is on disk)
+        return self.rooms.saved.list(params)
+
+    def close(self, params: dict) -> dict:
+        self.require_initialized()
+        return self.rooms.saved.close(params)
+
+    def delete(self, params: dict) -> dict:
+        self.require_initialized()
+        return self.rooms.saved.delete(params)
+
+    # ---- selectors ------------------------------------------------------------------------------
+
+    def set_config_option(self, params: dict) -> dict:
+        self.require_initialized()
+        return self.rooms.selectors.set_config_option(params)
+
+    def set_mode(self, params: dict) -> dict:
+        self.require_initialized()
+        return self.rooms.selectors.set_mode(params)
+
+    def unsupported(self, method: str) -> Callable[[dict], None]:
+        def handler(_params: dict) -> None:
+            if method.startswith("session/"):
+                self.require_initialized()
+            raise RpcError.method_not_found(method)
         return handler
 
-    def notifications(self) -> dict:
-        return {p.SESSION_CANCEL: lambda params: self.part("turns").cancel(params)}
+    # ---- the end ------------------------------------------------------------------------------
 
     def on_close(self) -> None:
         """Input ended or a signal came: cancel every turn, kill every tool process and server."""
@@ -151,13 +258,6 @@ class AgentServer:
         if "bob_acp.mcp" in sys.modules:  # every server, those of sessions still opening too
             mcp_module.close_all()
 
-    def _unsupported(self, method: str) -> Callable[[dict], None]:
-        def handler(_params: dict) -> None:
-            if method.startswith("session/"):
-                self.require_ready()
-            raise RpcError.method_not_found(method)
-        return handler
-
     # ---- initialize / authenticate ---------------------------------------------------------
 
     def initialize(self, params: dict) -> Any:
@@ -168,26 +268,15 @@ class AgentServer:
         name, client_version = str(info.get("name", "unknown"))[:100], str(info.get("version", ""))[:100]
         client = " ".join(part for part in (name, client_version) if part)
         self.log.info("[acp] initialize: client {client}, protocol {protocol}", client=client, protocol=version)
-        offered = params.get("clientCapabilities")
-        offered = mapping(offered)
+        offered = mapping(params.get("clientCapabilities"))
         self.channel.capabilities = ClientCapabilities(offered)
         if self.cfg.acp.auth:
             self.auth_methods = auth.methods(auth.terminal_auth_wanted(offered))
         first = not self.initialized
         self.initialized = True
-        agent: dict[str, Any] = {
-            "loadSession": bool(self.cfg.sessions.enabled),
-            "promptCapabilities": {"image": bool(self.cfg.acp.images), "audio": False,
-                                   "embeddedContext": bool(self.cfg.acp.embeddedContext)},
-            "mcpCapabilities": {"http": bool(self.cfg.mcp.enabled), "sse": False},
-        }
-        if self.cfg.acp.sessionHistory:
-            agent["sessionCapabilities"] = {"list": {}, "resume": {}, "close": {}, "delete": {}}
-        if self.cfg.acp.additionalDirectories:
-            agent.setdefault("sessionCapabilities", {})["additionalDirectories"] = {}
         result = {
             "protocolVersion": p.PROTOCOL_VERSION,
-            "agentCapabilities": agent,
+            "agentCapabilities": agent_capabilities(self.cfg),
             "agentInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__},
             "authMethods": self.auth_methods,
         }
@@ -205,8 +294,9 @@ class AgentServer:
             sandbox.machine(bool(self.cfg.tools.sandboxNetwork))
 
     def authenticate(self, params: dict) -> dict:
-        if not self.initialized:
-            raise RpcError.invalid_request("initialize first")
+        from bob_acp.acp.params import required_str
+
+        self.require_initialized()
         method_id = required_str(params, "methodId")
         if not self.cfg.acp.auth:
             return {}  # no methods advertised: an empty answer (the default profile)
@@ -215,31 +305,34 @@ class AgentServer:
                                           "it is not passed to authenticate")
         if method_id != auth.MODEL_METHOD:
             raise RpcError.invalid_params(f"methodId: unknown authentication method {method_id[:100]!r}")
-        if not self.authenticated:
-            raise self._auth_required()
+        self.require_ready()  # (the configuration as it is now: set up in a terminal meanwhile)
         return {}
 
-    def _auth_required(self) -> RpcError:
-        if self.config_problem:
-            return RpcError(AUTH_REQUIRED, f"Authentication required: Bob could not use its configuration: "
-                                           f"{self.config_problem}; fix it, or run `bob-acp setup` in a terminal")
-        return RpcError(AUTH_REQUIRED, f"Authentication required: {auth.required_message(self.cfg)}")
-
-    def require_ready(self) -> None:
+    def require_initialized(self) -> None:
         if not self.initialized:
             raise RpcError.invalid_request("initialize first")
-        if not self.authenticated:
-            raise self._auth_required()
+
+    def require_ready(self) -> Runtime:
+        """The configuration as it is now, for work that needs a model; with acp.auth, -32000
+        (authentication required) while no model is usable."""
+        self.require_initialized()
+        runtime = self.fresh()
+        if self.cfg.acp.auth and not runtime.usable:
+            if runtime.problem:
+                raise RpcError(AUTH_REQUIRED, f"Authentication required: Bob could not use its configuration: "
+                                              f"{runtime.problem}; fix it, or run `bob-acp setup` in a terminal")
+            raise RpcError(AUTH_REQUIRED, f"Authentication required: {auth.required_message(runtime.cfg)}")
+        return runtime
 
     # ---- session/new ----------------------------------------------------------------------------
 
     def new_session(self, params: dict) -> Reply:
-        self.require_ready()
+        runtime = self.require_ready()
         ws = workspace.of(cwd_param(params), more_roots(params, self.cfg.acp.additionalDirectories) or ())
         servers = mcp_servers(params)
         self.table.check_room()  # refuse before building anything (skills, system prompt)
         sid = sessions.new_id()
-        session = self.opener.make(sid, ws, None, servers)
+        session = self.opener.make(sid, ws, None, servers, runtime)
         try:
             self.table.admit(session)
         except BaseException:  # refused after all (the bound, a race): its servers end with it
@@ -254,7 +347,6 @@ class AgentServer:
             self.log.info("[acp] session {session}: new in {cwd}{more_roots}; {mcp_servers} MCP server(s) {mcp}",
                           session=sid, cwd=ws.cwd, more_roots=also, mcp_servers=len(servers),
                           mcp="started" if self.cfg.mcp.enabled else "ignored")
-            if session.mcp is None:
-                self.opener.prepare(ws)
 
         return Reply(self.opener.result(session, {"sessionId": sid}), after=after)
+

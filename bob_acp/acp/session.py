@@ -9,8 +9,11 @@ from bob_acp.cancel import Cancel
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
 
+    from bob_acp.acp.runtime import Runtime
     from bob_acp.acp.turn_queue import Ticket
+    from bob_acp.engine import Engine
     from bob_acp.engine.conversation import Conversation
     from bob_acp.mcp.servers import McpSet
     from bob_acp.skills import Catalog
@@ -41,15 +44,20 @@ class Turn:
 
 
 class Session:
-    def __init__(self, sid: str, conv: Conversation, catalog: Catalog):
+    def __init__(self, sid: str, conv: Conversation, catalog: Catalog, runtime: Runtime, engine: Engine):
         self.id = sid
         self.conv = conv
         self.catalog = catalog
+        self.runtime = runtime  # the configuration it was opened with (it keeps it: runtime.Reader)
+        self.engine = engine  # that configuration's engine
         self.turns: set[Turn] = set()  # its running turn and those waiting for theirs
         self.loading = False  # a session/load is replacing it
         self.file_id = sid  # the id its file is saved under (another one after a conflicting writer)
         self.title: str | None = None
         self.mcp: McpSet | None = None  # its MCP servers, when mcp.enabled
+        self.unsaved: str | None = None  # why its last save failed (it is kept in memory meanwhile)
+        self.announced = False  # its session/new, load or resume is answered: the client knows its id
+        self.held: list[tuple[str, str | None, str]] = []  # notices (title, description, severity) until then
 
     @property
     def cwd(self) -> str:
@@ -77,7 +85,16 @@ class Session:
         if self.conv.owner and "bob_acp.children" in sys.modules:
             from bob_acp import children
 
-            threading.Thread(target=children.end_orphans, args=(self.conv.owner,), name="bob-session-orphans",
-                             daemon=True).start()
+            _off_thread(children.end_orphans, "bob-session-orphans", self.conv.owner)
         if self.mcp is not None:
-            threading.Thread(target=self.mcp.close, name="bob-mcp-close", daemon=True).start()
+            _off_thread(self.mcp.close, "bob-mcp-close")
+
+
+def _off_thread(work: Callable[..., object], name: str, *args: object) -> None:
+    """`work(*args)` on a thread of its own; where none can be started, now."""
+    from bob_acp import threads
+
+    try:
+        threads.start(work, name, *args)
+    except threads.ThreadLimit:
+        work(*args)

@@ -27,11 +27,10 @@ DEFAULT_MAX_SESSIONS = 1024
 
 
 class SessionTable:
-    def __init__(self, cfg: Config, log: Logger, channel: ClientChannel, redact: Callable[[Any], Any] | None = None):
+    def __init__(self, cfg: Config, log: Logger, channel: ClientChannel):
         self.cfg = cfg
         self.log = log
         self.channel = channel
-        self.redact = redact  # applied to a conversation before it is written to disk
         self.sessions: collections.OrderedDict[str, Session] = collections.OrderedDict()
         self.draining: dict[str, Session] = {}  # dropped sessions whose turn has not returned yet
         self.lock = threading.Lock()
@@ -106,8 +105,32 @@ class SessionTable:
 
     # ---- saving -------------------------------------------------------------------------------
 
-    def store(self, cwd: str) -> SessionStore:
-        return sessions.SessionStore(cwd, self.cfg.sessions.dir, self.redact, self.log)
+    def _not_saved(self, session: Session, exc: Exception) -> None:
+        """Said once per run of failed saves: the conversation is kept in memory, and each turn
+        tries to save it again."""
+        if isinstance(exc, OSError) and exc.strerror:
+            reason = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+        else:
+            reason = str(exc)
+        self.log.warning("[acp] session {session}: not saved: {error}", session=session.id, error=reason)
+        if session.unsaved is None:
+            session.unsaved = reason
+            self.notice(session, "This conversation could not be saved.",
+                        f"{reason}. Bob keeps it in memory and tries again after each turn; it is lost if Bob ends "
+                        "before a save succeeds.")
+
+    def notice(self, session: Session, title: str, description: str | None = None, severity: str = "warning") -> None:
+        """A notice for the session's user: now, or, while the client does not know the session's
+        id yet (its session/new is being answered), once it does (Opener.send_commands)."""
+        if session.announced:
+            self.channel.notice(session.id, title, description, severity)
+        else:
+            session.held.append((title, description, severity))
+
+    def store(self, cwd: str, redact: Callable[[Any], Any] | None = None) -> SessionStore:
+        """The session files of a folder; `redact`: what a conversation goes through before it
+        is written (its configuration's secrets)."""
+        return sessions.SessionStore(cwd, self.cfg.sessions.dir, redact, self.log)
 
     def save(self, session: Session, sid: str | None = None, messages: list[dict] | None = None) -> None:
         """Write the session's file (sessions.enabled); `sid` and `messages`: another file (the
@@ -119,13 +142,17 @@ class SessionTable:
         choices = {"model": conv.model, "mode": conv.mode, "reasoning": conv.reasoning} if self.cfg.acp.configOptions else {}
         # A copy: a save from the dispatcher (a mode change) can come while the turn appends.
         messages = list(conv.messages if messages is None else messages)
-        title = sessions.title_of(messages)
+        title = (session.title if sid is None else None) or sessions.title_of(messages)
         try:
-            written = self.store(session.cwd).save(sid or session.file_id, messages, title,
+            written = self.store(session.cwd, session.runtime.redact).save(sid or session.file_id, messages, title,
                                                    {k: v for k, v in choices.items() if v}, session.workspace.more)
-        except Exception as exc:  # the session goes on; the user learns why it is not kept
-            self.log.warning("[acp] session {session}: not saved: {error}", session=session.id, error=str(exc))
+        except Exception as exc:  # the session goes on in memory; the user learns it is not kept
+            self._not_saved(session, exc)
             return
+        if session.unsaved is not None and sid is None:
+            session.unsaved = None
+            self.log.info("[acp] session {session}: saved again", session=session.id)
+            self.notice(session, "This conversation is saved again.", severity="info")
         if sid is None and written != session.file_id:
             session.file_id = written
             self.channel.tell(session.id, f"⚠️ This conversation's file was changed by another Bob (the same session "

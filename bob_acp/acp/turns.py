@@ -32,14 +32,12 @@ if TYPE_CHECKING:
 
 
 class Handlers:
-    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel,
-                 engine_of: Callable[[], engine.Engine], opener: Opener, ready: Callable[[], None],
-                 closing: threading.Event):
-        self.cfg = cfg
+    def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel, opener: Opener,
+                 ready: Callable[[], object], closing: threading.Event):
+        self.cfg = cfg  # the connection's (what prompts may hold); a session's own is session.runtime.cfg
         self.log = log
         self.table = table
         self.channel = channel
-        self.engine_of = engine_of
         self.opener = opener
         self.ready = ready  # raises unless initialize (and sign-in) came first
         self.closing = closing
@@ -82,6 +80,12 @@ class Handlers:
         turn.cancel.subscribe(self.channel.wake_senders)
         return session, turn
 
+    def abandon(self, prepared: tuple[Session, Turn]) -> None:
+        """The prompt cannot run after all (no thread for it): its place and its turn are given up."""
+        session, turn = prepared
+        turn.ticket.release()
+        self.table.turn_ended(session, turn)
+
     def prompt(self, params: dict, prepared: tuple[Session, Turn] | None = None) -> Reply:
         session, turn = prepared or self.prepare(params)
         outcome: object = engine.CANCELLED  # waited, was cancelled: ran nothing, recorded nothing
@@ -103,7 +107,7 @@ class Handlers:
         return {"stopReason": outcome}
 
     def _run(self, session: Session, blocks: list, turn: Turn) -> str | RpcError:
-        text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, self.cfg.tools.maxReadBytes)
+        text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
         command = text.strip()
         sink = TurnSink(self.channel, self.log, session, turn.cancel)
         if command == "/new":
@@ -119,7 +123,7 @@ class Handlers:
         typed = prompts.with_attachments(typed, found)  # a replay shows what the user wrote
         pictures = prompts.images(blocks) if self.cfg.acp.images else []
         try:
-            stop, stats = self.engine_of().run_turn(session.conv, text, sink, turn.cancel, typed, pictures)
+            stop, stats = session.engine.run_turn(session.conv, text, sink, turn.cancel, typed, pictures)
         except engine.TurnFailed as failure:
             line = str(failure)
             self.log.warning("[acp] session {session}: turn failed: {error}", session=session.id, error=line)
@@ -155,9 +159,14 @@ class Handlers:
             self.table.save(session, kept_as, list(conv.messages))
             self.log.info("[acp] session {session}: previous conversation kept as {kept_as}", session=session.id,
                           kept_as=kept_as)
-        self.engine_of().reset(conv)
+        session.engine.reset(conv)
         session.title = None
-        sink.text(f"🆕 New session: {forgotten} message(s) forgotten.", engine.new_message_id())
+        line = f"🆕 New session: {forgotten} message(s) forgotten."
+        if session.runtime.cfg.permissions.newForgetsGrants and conv.allow_always:
+            # ("always" was said of a conversation that is over: the new one asks again)
+            line += f" The {len(conv.allow_always)} “always” answer(s) of this session are forgotten too."
+            conv.allow_always.clear()
+        sink.text(line, engine.new_message_id())
         self.log.info("[acp] session {session}: new session, {forgotten} message(s) forgotten", session=session.id,
                       forgotten=forgotten)
         self.table.save(session)
@@ -165,7 +174,7 @@ class Handlers:
 
     def command_compact(self, session: Session, sink: TurnSink, turn: Turn) -> str:
         try:
-            line = self.engine_of().compact(session.conv, sink, turn.cancel)
+            line = session.engine.compact(session.conv, sink, turn.cancel)
         except Cancelled:
             return engine.CANCELLED
         sink.text(line, engine.new_message_id())

@@ -20,7 +20,7 @@ from bob_acp.cancel import Cancel
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
-from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.exceptions import BobError, Cancelled, ModelError
 from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.tools import BUILTIN, FILE_TOOLS
@@ -185,11 +185,11 @@ class Engine:
             conv.sandbox = sandbox.for_session(self.cfg, ws, owner, self.log)
         conv.unoffered = unoffered_modes(conv, broad)
         if conv.mode in conv.unoffered:
-            conv.notices.append(f"🔒 This session asks before every tool call (approval mode ask, not {conv.mode}): "
+            conv.notices.append(f"This session asks before every tool call (approval mode ask, not {conv.mode}): "
                                 f"{conv.unoffered[conv.mode]}.")
             conv.mode = "ask"
         elif broad is not None and self.cfg.tools.sandbox != "off":  # (its commands run without the sandbox)
-            conv.notices.append(f"🔒 {conv.unoffered['allow-edits'][0].upper()}{conv.unoffered['allow-edits'][1:]}.")
+            conv.notices.append(f"{conv.unoffered['allow-edits'][0].upper()}{conv.unoffered['allow-edits'][1:]}.")
         return conv
 
     def reset(self, conv: Conversation) -> list[dict]:
@@ -355,6 +355,12 @@ class Engine:
         except Cancelled:
             self._finish(conv, call, sink, failed(CANCELLED_RESULT))
             raise
+        except BobError as exc:  # (a thread or process the machine would not give: in words)
+            result = failed(f"error: {call.name} could not run: {exc}")
+        except Exception as exc:  # a tool's own failure: a result the model reads; the call never stays open
+            result = failed(f"error: {call.name} failed: {type(exc).__name__}: {exc}")
+            if self.log is not None:
+                self.log.error(f"[acp] {call.ref} ({call.name}) failed", detail=_traceback())
         stats.count(call)
         self._finish(conv, call, sink, result)
 
@@ -462,6 +468,12 @@ class _CompressionTries:
 
     def __init__(self) -> None:
         self.failed = 0
+
+
+def _traceback() -> str:
+    import traceback
+
+    return traceback.format_exc()
 
 
 def _same(text: T) -> T:

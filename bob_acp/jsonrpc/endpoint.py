@@ -36,6 +36,8 @@ MAX_PENDING_BYTES = 16 * 1024 * 1024
 MAX_HELD_FRAMES = 256  # requests held by worker routes (running or waiting, e.g. for the turn lock)
 MAX_HELD_BYTES = 16 * 1024 * 1024
 MAX_CANCELLED_IDS = 1024  # cancellations kept for requests not seen yet
+THREAD_LIMIT = "the machine's limit on threads (ulimit -u) or memory (ulimit -v) is reached"
+OUT_OF_MEMORY = "out of memory: the machine's limit on memory (ulimit -v) is reached"
 _STOP = object()
 _NO_ID = object()
 
@@ -45,16 +47,19 @@ class Route:
     `prepare(params)`: run first on the dispatcher thread, in frame order, its result passed to
     the handler as a second argument (e.g. registering a turn before a later cancel is routed).
     `cancel(prepared)`: how a request cancellation (the endpoint's `cancel_method`) stops a
-    running request of this method, which then answers as its handler decides."""
+    running request of this method, which then answers as its handler decides. `abandon(prepared)`:
+    undoes what prepare did when the request cannot run after all (no thread for it)."""
 
-    __slots__ = ("handler", "worker", "prepare", "cancel")
+    __slots__ = ("handler", "worker", "prepare", "cancel", "abandon")
 
     def __init__(self, handler: Callable[..., Any], worker: bool = False,
-                 prepare: Callable[[dict], Any] | None = None, cancel: Callable[[Any], None] | None = None):
+                 prepare: Callable[[dict], Any] | None = None, cancel: Callable[[Any], None] | None = None,
+                 abandon: Callable[[Any], None] | None = None):
         self.handler = handler
         self.worker = worker
         self.prepare = prepare
         self.cancel = cancel
+        self.abandon = abandon
 
 
 class Reply:
@@ -250,8 +255,14 @@ class Endpoint:
         is how the calling thread waits for `closed` to be set (the default: Event.wait)."""
         reader = threading.Thread(target=self._read_loop, args=(stream,), name="bob-reader", daemon=True)
         dispatcher = threading.Thread(target=self._dispatch_loop, name="bob-dispatcher", daemon=True)
-        reader.start()
-        dispatcher.start()
+        try:
+            dispatcher.start()
+        except RuntimeError as exc:
+            return self._serve_refusing(stream, str(exc))
+        try:
+            reader.start()
+        except RuntimeError:  # (the calling thread reads instead; it then sees the end at the next read)
+            self._read_loop(stream)
         if wait is None:
             self._closed.wait()
         else:
@@ -264,6 +275,30 @@ class Endpoint:
 
     def stop(self) -> None:
         """End serving as at EOF (from a signal handler's thread, for instance)."""
+        self._close()
+
+    def _serve_refusing(self, stream: IO[bytes], why: str) -> None:
+        """No thread to route with (the machine's limit): every request is still answered, on
+        the calling thread, with an error that names the limit; until the input ends."""
+        self._log.error(f"cannot start the dispatcher ({why}): every request is answered with an error")
+        error = RpcError.internal_error(f"this agent cannot start its threads: {THREAD_LIMIT}")
+        for frame in read_frames(stream, self._max_frame):
+            if self._closed.is_set():
+                break
+            if isinstance(frame, Oversized):
+                self._respond_error(_oversized_id(frame), error)
+                continue
+            if not isinstance(frame, bytes):
+                continue
+            try:
+                msg = codec.loads(frame) if frame.strip() else None
+            except (codec.JSONDecodeError, RecursionError):
+                self._respond_error(None, RpcError.parse_error())
+                continue
+            if isinstance(msg, dict) and "method" in msg and "id" in msg:
+                self._respond_error(msg["id"] if _envelope_problem(msg) is None else None, error)
+            elif isinstance(msg, dict) and "method" not in msg and self._awaited(msg.get("id")):
+                self._settle(msg)
         self._close()
 
     def _close(self) -> None:
@@ -313,7 +348,10 @@ class Endpoint:
             if slot is not None:  # an answer to one of ours: that request fails now, not at its timeout
                 return slot.settle(Outcome(error=f"the answer of {frame.size} bytes exceeds the frame cap "
                                                  f"of {self._max_frame} bytes"))
-            return self._respond_error(None, RpcError.invalid_request(f"frame exceeds {self._max_frame} bytes"))
+            # A request is answered under its own id, read from either end of the line (a client
+            # waits on that id: an error with a null id would leave its request open for ever).
+            return self._respond_error(_oversized_id(frame), RpcError.invalid_request(
+                f"the frame of {frame.size} bytes exceeds the limit of {self._max_frame} bytes for one frame"))
         if not frame or frame.isspace():
             return
         try:
@@ -551,7 +589,18 @@ class Endpoint:
             self._workers.add(worker)
             self._held_frames += 1
             self._held_bytes += size
-        worker.start()
+        try:
+            worker.start()
+        except RuntimeError as exc:  # the machine's thread limit: this request is answered, in words
+            with self._workers_lock:
+                self._workers.discard(worker)
+                self._held_frames -= 1
+                self._held_bytes -= size
+            self._forget_running(key)
+            if route.abandon is not None and len(args) > 1:
+                route.abandon(args[1])
+            self._log.warning(f"{method} refused: cannot start a thread ({exc})")
+            self._respond_error(msg_id, RpcError.internal_error(f"cannot start a thread for {method}: {THREAD_LIMIT}"))
 
     def _forget_running(self, key: object) -> None:
         if key is not None:
@@ -578,6 +627,9 @@ class Endpoint:
             result = route.handler(*args)
         except RpcError as exc:
             return self._respond_error(msg_id, exc)
+        except MemoryError:
+            self._log.error(f"{method} failed: {OUT_OF_MEMORY}")
+            return self._respond_error(msg_id, RpcError.internal_error(OUT_OF_MEMORY))
         except Exception:
             self._log.error(f"{method} failed", detail=_traceback())
             return self._respond_error(msg_id, RpcError.internal_error())
@@ -616,6 +668,24 @@ class Endpoint:
 
 def _always() -> bool:
     return True
+
+
+def _oversized_id(frame: Oversized) -> object:
+    """The id of an oversized request, read from the start of its line (before its params) or
+    else from its end (after them); None when neither shows one."""
+    import re
+
+    if b'"method"' not in frame.head + frame.tail:
+        return None
+    pattern = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?=\s*[,}])|"(?:[^"\\]|\\.){0,256}")')
+    before_params = pattern.findall(frame.head.split(b'"params"')[0])
+    found = before_params[0] if before_params else (pattern.findall(frame.tail) or [None])[-1]
+    if found is None:
+        return None
+    try:
+        return codec.loads(found)
+    except codec.JSONDecodeError:
+        return None
 
 
 def _error_frame(msg_id: object, error: RpcError) -> dict:
@@ -660,6 +730,12 @@ def _envelope_problem(msg: object) -> str | None:
 
 
 def _traceback() -> str:
+    """The exception being handled, for the log: its traceback, or one line for an exception of
+    the machine's (out of memory: formatting a traceback would need memory too)."""
+    import sys
+
+    if isinstance(sys.exc_info()[1], MemoryError):
+        return OUT_OF_MEMORY
     import traceback  # lazy: only a failure pays for it
 
     return traceback.format_exc()

@@ -198,7 +198,12 @@ class Writer:
         self._broken = threading.Event()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bob-writer", daemon=True)
-        self._thread.start()
+        try:
+            self._thread.start()
+        except RuntimeError:  # (the machine's thread limit: every frame is written whole, blocking)
+            self._direct = True
+            os.set_blocking(fd, True)
+            self._done.set()
 
     @property
     def broken(self) -> bool:

@@ -18,7 +18,14 @@ from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
-from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
+from bob_acp.providers.shapes import (
+    dropped_reasoning,
+    error_message,
+    malformed,
+    new_call_id,
+    parse_arguments,
+    too_large,
+)
 
 if TYPE_CHECKING:
     from bob_acp.config import ModelSettings
@@ -28,6 +35,7 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 DEFAULT_MAX_TOKENS = 8192
 VERSION = "2023-06-01"
 CACHE = {"type": "ephemeral"}
+EMPTY_MESSAGE = "(an empty message)"
 REASONING_LEVELS = ("default", "off", "low", "medium", "high")  # extended thinking: model.thinking, none, budgets
 THINKING_BUDGETS = {"off": None, "low": 4096, "medium": 16384, "high": 32768}
 
@@ -58,13 +66,19 @@ def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[
         if role == "user":
             pictures = [{"type": "image", "source": {"type": "base64", "media_type": i["mimeType"], "data": i["data"]}}
                         for i in history.images_of(message)]
-            add("user", pictures + [{"type": "text", "text": history.text_of(message) or " "}])
+            text = history.text_of(message)
+            # (the API refuses an empty or blank text block: a message of images alone has none,
+            # an empty one says so in words)
+            words = [{"type": "text", "text": text}] if text.strip() else [] if pictures else [
+                {"type": "text", "text": EMPTY_MESSAGE}]
+            add("user", pictures + words)
         elif role == "assistant":
             blocks = [dict(b) for b in message.get("thinking", ()) if returnable(b)]
-            blocks += [{"type": "text", "text": message["content"]}] if message["content"] else []
+            blocks += [{"type": "text", "text": message["content"]}] if message["content"].strip() else []
             blocks += [{"type": "tool_use", "id": tool_id(c["id"]), "name": c["name"], "input": c["arguments"]}
                        for c in message.get("tool_calls", ())]
-            add("assistant", blocks or [{"type": "text", "text": " "}])
+            if blocks:  # (a turn with nothing in it, cut at max_tokens before a word: left out)
+                add("assistant", blocks)
         elif role == "tool":
             add("user", [{"type": "tool_result", "tool_use_id": tool_id(message["tool_call_id"]),
                           "content": message["content"]}])
@@ -162,7 +176,8 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
                     raise
                 # cut by max_tokens in the middle of its input: not a call that can run
     thinking = [_thinking_block(b) for b in ordered if b["type"] in ("thinking", "redacted_thinking")]
-    return ModelReply("".join(text), calls, thinking=[b for b in thinking if returnable(b)], usage=usage,
+    thinking = [b for b in thinking if returnable(b) and not too_large(sum(len(v) for v in b.values()))]
+    return ModelReply("".join(text), calls, thinking=thinking, usage=usage,
                  truncated=truncated)
 
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from bob_acp import httpio, jsontext
+from bob_acp import httpio, jsontext, threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import Quiet, Stream
@@ -121,6 +121,8 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: M
         except Cancelled:
             lease.lost = True
             raise
+        except threads.ThreadLimit as exc:
+            raise ModelError(f"model API call not made: {exc}") from None
         except requests.exceptions.ConnectTimeout:
             failure = ModelError(f"model API unreachable: {_where(url)}: connection timed out")
         except requests.exceptions.ConnectionError as exc:
@@ -159,9 +161,12 @@ def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: M
     # A cancel (or the per-call ceiling) shuts the socket down, so a read blocked on a silent
     # server returns at once; nothing polls and nothing is left to join afterwards.
     unsubscribe = cancel.subscribe(lambda: httpio.shutdown(response))
-    ceiling = threading.Timer(max(0.0, settings.callTimeout), expire)
-    ceiling.daemon = True
-    ceiling.start()
+    try:
+        ceiling = threads.timer(max(0.0, settings.callTimeout), expire)
+    except threads.ThreadLimit:
+        unsubscribe()
+        response.close()
+        raise ModelError(f"model API call not made: {threads.LIMIT}") from None
     try:
         yield _lines(response, cancel, settings.timeout, expired, settings.callTimeout)
     finally:

@@ -147,6 +147,19 @@ def list_models(entry: Entry) -> list[str]:
     items = document.get("data") if isinstance(document, dict) else None
     if not isinstance(items, list):
         raise ValueError("GET /models answered no data list")
-    names = [jsontext.clean(item["id"]) for item in items
-             if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]]
-    return sorted(set(names))[:MAX_LISTED]
+    names = [item["id"] for item in items if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    return sorted({name for name in names if shown_name(name)})[:MAX_LISTED]
+
+
+MAX_NAME = 200  # characters of a model name a server lists
+
+
+def shown_name(name: str) -> bool:
+    """Whether a name a server lists can be shown in the picker as it is: not empty, bounded, no
+    control, format (bidi: a name that reads as another) or separator character."""
+    import unicodedata
+
+    from bob_acp import jsontext
+
+    return (0 < len(name) <= MAX_NAME and name.strip() == name and jsontext.clean(name) == name
+            and not any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co") for c in name))

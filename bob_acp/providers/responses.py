@@ -20,7 +20,14 @@ from bob_acp.jsontext import mapping
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage, end_of_stream
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
-from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
+from bob_acp.providers.shapes import (
+    dropped_reasoning,
+    error_message,
+    malformed,
+    new_call_id,
+    parse_arguments,
+    too_large,
+)
 
 if TYPE_CHECKING:
     from bob_acp.config import ModelSettings
@@ -220,7 +227,7 @@ def _finish_item(calls: dict[Any, dict], kept: list[dict], event: dict) -> None:
     kind = item.get("type")
     if kind == REASONING:
         encrypted = item.get("encrypted_content")
-        if isinstance(encrypted, str) and encrypted:
+        if isinstance(encrypted, str) and encrypted and not too_large(len(encrypted)):
             summary = item["summary"] if isinstance(item.get("summary"), list) else []
             kept.append({"type": REASONING, "summary": [s for s in summary if isinstance(s, dict)],
                          "encrypted_content": encrypted})

@@ -48,5 +48,17 @@ def dropped_reasoning(what: str) -> None:
     log.get("bob.providers").warning(f"[acp] a reasoning piece was dropped: {what}")
 
 
+MAX_KEPT_REASONING = 1024 * 1024  # characters of one reasoning item kept and sent back (a real one: kilobytes)
+
+
+def too_large(size: int) -> bool:
+    """Whether a reasoning item to keep is beyond reason: dropped, said in the log (it would be
+    saved, and sent again with every later request)."""
+    if size <= MAX_KEPT_REASONING:
+        return False
+    dropped_reasoning(f"an item of {size} characters, over {MAX_KEPT_REASONING}, is not kept")
+    return True
+
+
 def malformed(what: str) -> ModelError:
     return ModelError(f"model API sent a malformed stream event: {what}")

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.tools.client import Client
@@ -162,7 +163,11 @@ def run_in_worker(work: Callable[[Cancel], ToolResult], cancel: Cancel, time_lim
             report(("raised", exc))
 
     unsubscribe = cancel.subscribe(lambda: report(("cancelled", None)))
-    threading.Thread(target=worker, name="bob-tool-worker", daemon=True).start()
+    try:
+        threads.start(worker, "bob-tool-worker")
+    except threads.ThreadLimit:
+        unsubscribe()
+        raise
     deadline = None if time_limit is None else time.monotonic() + time_limit
     try:
         with ready:

@@ -15,10 +15,10 @@ import subprocess
 import threading
 import time
 
-from bob_acp import children
+from bob_acp import children, threads
 from bob_acp import log as bob_log
 from bob_acp.cancel import Cancel
-from bob_acp.exceptions import Cancelled
+from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.sandbox import Sandbox, looks_denied, looks_offline
 from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
@@ -175,7 +175,10 @@ class BashTool(Tool):
     def _run(self, argv: list[str], env: dict | None, timeout: float, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         limit = ctx.config.tools.bash.outputLimit
         if ctx.client is not None and ctx.client.can_run:  # tools.clientTerminal
-            terminal = ctx.client.terminal(argv, ctx.cwd, dict(os.environ if env is None else env), limit, cancel)
+            try:
+                terminal = ctx.client.terminal(argv, ctx.cwd, dict(os.environ if env is None else env), limit, cancel)
+            except ClientError as exc:  # (no answer in time: said, not run elsewhere behind the user's back)
+                return ToolResult(f"error: {exc}", failed=True)
             if terminal is not None:
                 if ctx.show_terminal is not None:
                     ctx.show_terminal(terminal.id)
@@ -275,10 +278,8 @@ class _Watch:
         self.events = _Channel(QUEUE_CHUNKS)
 
     def run(self) -> ToolResult:
-        threading.Thread(target=_pump, args=(self.proc.stdout, self.events), name="bob-bash-output",
-                         daemon=True).start()
-        threading.Thread(target=lambda: self.events.put_urgent(("exit", self.proc.wait())), name="bob-bash-exit",
-                         daemon=True).start()
+        threads.start(_pump, "bob-bash-output", self.proc.stdout, self.events)
+        threads.start(lambda: self.events.put_urgent(("exit", self.proc.wait())), "bob-bash-exit")
         unsubscribe = self.cancel.subscribe(lambda: self.events.put_urgent(("cancel", None)))
         try:
             return self._collect()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
-from bob_acp.atomic import NotRegular, OutsideRoot, atomic_write, open_regular, write_beneath
+from bob_acp.atomic import NotRegular, OutsideRoot, atomic_write, open_regular, read_up_to, write_beneath
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsontext import clean
@@ -43,7 +43,7 @@ def _arg(args: dict, name: str, kind: type, required: bool = True):
 def _read_whole(path: str, limit: int = MAX_EDIT_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (ValueError past it)."""
     with open_regular(path) as handle:
-        data = handle.read(limit + 1)
+        data = read_up_to(handle, limit + 1)
     if len(data) > limit:
         raise ValueError(f"{clean(path)} is larger than {limit} bytes")
     return data
@@ -109,6 +109,8 @@ class _FileTool(Tool):
             return path
         try:
             return self._work(args, path, ctx, cancel)
+        except ClientError as exc:  # (the editor did not answer in time: said, nothing done instead)
+            return ToolResult(f"error: {clean(str(exc))}", failed=True)
         except OutsideRoot as exc:
             return ToolResult(f"error: not written: {clean(str(exc))} (it was inside the project when it was "
                               "checked; a link changed since)", failed=True)

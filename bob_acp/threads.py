@@ -1,0 +1,79 @@
+"""Starting Bob's threads where the machine may refuse one (a low `ulimit -u`, a cgroup's
+pids.max): a refusal is ThreadLimit, with words that name the limit, never a bare RuntimeError
+escaping as "Internal error". (The transport, which imports nothing of Bob, words its own.)"""
+
+from __future__ import annotations
+
+import threading
+
+from bob_acp.exceptions import BobError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+LIMIT = "the limit on processes and threads (ulimit -u) is reached"
+STACK_SIZE = 1024 * 1024  # bytes of stack a thread reserves (not 8 MiB: `ulimit -v` counts it)
+
+
+class ThreadLimit(BobError):
+    """A thread (or a process) could not be started: the machine's limit is reached."""
+
+
+def limit_words() -> str:
+    """Which of the machine's limits a thread that cannot start met, in words: `ulimit -v` (the
+    address space, when it is bounded: a thread's stack is taken from it) or `ulimit -u`."""
+    import resource
+
+    try:
+        bounded = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (OSError, ValueError):
+        bounded = False
+    if bounded:
+        return "the limit on memory (ulimit -v) or on processes and threads (ulimit -u) is reached"
+    return LIMIT
+
+
+def start(target: Callable[..., Any], name: str, *args: Any) -> threading.Thread:
+    """A daemon thread running `target(*args)`, started; ThreadLimit when it cannot be."""
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:
+        raise ThreadLimit(f"cannot start a thread: {limit_words()}") from None
+    return thread
+
+
+def timer(seconds: float, action: Callable[[], Any]) -> threading.Timer:
+    """A started daemon Timer; ThreadLimit when it cannot be started."""
+    clock = threading.Timer(seconds, action)
+    clock.daemon = True
+    try:
+        clock.start()
+    except RuntimeError:
+        raise ThreadLimit(f"cannot start a thread: {limit_words()}") from None
+    return clock
+
+
+def economise() -> None:
+    """What Bob's threads take of the address space, bounded (`ulimit -v` counts reservations,
+    not use): each thread's stack is STACK_SIZE (not `ulimit -s`, 8 MiB by default), and where
+    the address space is limited, glibc keeps two malloc arenas (not 8 per core, 64 MiB each)."""
+    try:
+        threading.stack_size(STACK_SIZE)
+    except (ValueError, RuntimeError):
+        pass
+    import resource
+    import sys
+
+    try:
+        limited = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (OSError, ValueError):
+        limited = False
+    if limited and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).mallopt(-8, 2)  # M_ARENA_MAX
+        except (OSError, AttributeError):
+            pass
