@@ -20,7 +20,7 @@ class Cancel:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._event = threading.Event()
-        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._callbacks: dict[int, Callable[[], object]] = {}
         self._next = 0
 
     def set(self) -> None:
@@ -45,7 +45,7 @@ class Cancel:
         """Sleep until set or `timeout` seconds; True when set (a backoff that a cancel cuts short)."""
         return self._event.wait(timeout)
 
-    def subscribe(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def subscribe(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Run `callback` once when set; returns the function that takes it back."""
         with self._lock:
             if not self._event.is_set():

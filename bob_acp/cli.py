@@ -183,6 +183,7 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.jsonrpc.streams import Writer
+    from bob_acp.lazy import loaded
 
     threads.economise()
     interactive = os.isatty(0)
@@ -199,7 +200,8 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     if runtime.problem is not None:
         log.error(f"bob-acp: {runtime.problem}")
     cwd = os.getcwd()
-    logging_setup.defer(lambda: _banner(log, cfg, runtime.provider, cwd))
+    log.info(f"bob {__version__} · model {_model_line(cfg, runtime.provider)} · config: {cfg.source or 'defaults'}")
+    logging_setup.defer(lambda: _banner(log, cfg, cwd))  # (what takes a look around: off the start-up path)
     if interactive:
         sys.stderr.write("bob-acp speaks the Agent Client Protocol on stdin: one JSON-RPC frame a line, for an "
                          "editor to send. To talk to Bob in this terminal, run: bob-acp chat\n")
@@ -210,6 +212,9 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     wake_r, wake_w = os.pipe()
 
     def closed() -> None:
+        # From here the threads left (a warm-up importing, the log) hand the interpreter on at
+        # once rather than every 5 ms: what is left to do is little, and a client waits for the exit.
+        sys.setswitchinterval(0.0002)
         try:
             server.on_close()
         finally:  # the main thread wakes whatever on_close did
@@ -230,13 +235,10 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
 
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
     endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w))
-    if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
-        import importlib
-
-        importlib.import_module("bob_acp.tools").kill_all()  # waits if the warm-up is importing it
-    if "bob_acp.children" in sys.modules:  # what escaped its group; then the supervisor ends the rest
-        from bob_acp import children
-
+    tools, children = loaded("bob_acp.tools"), loaded("bob_acp.children")
+    if tools is not None:  # (no tool ran if they were never loaded)
+        tools.kill_all()
+    if children is not None:  # what escaped its group; then the supervisor ends the rest
         children.shutdown()
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
@@ -307,25 +309,28 @@ def _output_closed(log: Logger, endpoint: Endpoint | None) -> None:
         endpoint.stop()
 
 
-def _banner(log: Logger, cfg: Config, provider: Provider | ModelSet | None, cwd: str) -> None:
-    """The start-up lines: everything is looked at first, then the lines are logged together."""
-    from bob_acp import children, skills
-
-    catalog = skills.discover(cwd, cfg)
+def _model_line(cfg: Config, provider: Provider | ModelSet | None) -> str:
     default = getattr(provider, "default", None)  # (several models: a ModelSet, its default first)
     usable = provider is not None and (default is None or default.provider is not None)
     model = f"{cfg.model.provider}/{cfg.model.name}" if usable else f"{cfg.model.provider} (not configured)"
     if len(cfg.entries) > 1:
         model += f" (and {len(cfg.entries) - 1} more in the model picker)"
-    names = ", ".join(catalog.skills) or "none"
-    source = cfg.source or "defaults"
+    return model
+
+
+def _banner(log: Logger, cfg: Config, cwd: str) -> None:
+    """The start-up lines that take a look around (skills, sandbox, the orphan guard): looked
+    at first, then logged together."""
+    from bob_acp import children, skills
+
+    catalog = skills.discover(cwd, cfg)
     state = None
     if cfg.tools.sandbox != "off":
         from bob_acp import sandbox
 
         state = sandbox.status(cfg)
     guard = children.orphan_guard()
-    log.info(f"bob {__version__} · model {model} · skills: {names} · config: {source}")
+    log.info(f"skills: {', '.join(catalog.skills) or 'none'}")
     if state is not None:
         line, warning = state
         (log.warning if warning else log.info)(line)

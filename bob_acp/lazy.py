@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from types import ModuleType
 
@@ -45,6 +46,16 @@ class LazyModule:
         if attr.startswith("_"):
             raise AttributeError(attr)
         return getattr(self.load(), attr)
+
+
+def loaded(name: str) -> ModuleType | None:
+    """The module once its import has finished, else None, never waiting: at the end of the
+    process an import still running (the warm-up's) holds its lock, and nothing of a module not
+    yet imported has run."""
+    module = sys.modules.get(name)
+    if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None
+    return module
 
 
 def warm(*modules: LazyModule | Callable[[], Any]) -> None:

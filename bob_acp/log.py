@@ -1,8 +1,10 @@
-"""Logging: structlog to stderr (or the configured file). Nothing here ever touches stdout.
+"""Logging to stderr (or the configured file): console lines, or JSON lines through structlog.
+Nothing here ever touches stdout.
 
 Log calls only queue the event, stamped with the time it happened; one log thread formats and
-writes it. That thread imports structlog (which pulls in asyncio: ~80 ms) a moment after
-start-up, so answering `initialize` never waits for it, and a slow stderr never slows a turn.
+writes it, so a slow stderr never slows a turn. For JSON lines that thread imports structlog
+(which pulls in asyncio: ~80 ms) a moment after start-up, so answering `initialize` never waits
+for it; console lines need no import.
 The queue is bounded: when stderr is not read, lines past the bound are dropped and counted,
 and a line says how many once writing goes on.
 """
@@ -110,22 +112,16 @@ def _filled(template: str, fields: Mapping[str, Any]) -> tuple[str, frozenset[st
 
 
 _OWN = frozenset({"event", "level", "timestamp", "_at"})  # what every event has: not a template's fields
-_templates: dict[str, frozenset[str]] = {}
 
 
 def _names(template: str) -> frozenset[str]:
-    """The field names a template uses (parsed once per template: call sites pass literals)."""
-    names = _templates.get(template)
-    if names is None:
-        import string
+    """The field names a template uses."""
+    import string
 
-        try:
-            names = frozenset(name for _, name, _, _ in string.Formatter().parse(template) if name)
-        except ValueError:
-            names = frozenset()
-        if len(_templates) < 1024:
-            _templates[template] = names
-    return names
+    try:
+        return frozenset(name for _, name, _, _ in string.Formatter().parse(template) if name)
+    except ValueError:
+        return frozenset()
 
 
 def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any]) -> str:
@@ -136,20 +132,13 @@ def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any])
     return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
 
-def _plain_line(method: str, event: object, fields: dict) -> str | None:
-    """The console line of the common event (a template with its fields, or a text without any),
-    as the processors render it, without going through them (a log line per session/new and
-    per turn: a third of the work of opening a session was its line); None for any other."""
-    if type(event) is not str or "detail" in fields or "exception" in fields or "exc_info" in fields:
-        return None
-    text = event
-    if len(fields) > ("_at" in fields):
-        filled = _filled(event, fields)
-        if filled is None:
-            return None
-        text = filled[0]
-    line = f"{iso(fields.get('_at') or time.time())} [{method:<9}] {text}"
-    return _redact_line(None, method, line)
+def _console_line(method: str, event: object, fields: dict) -> str:
+    """The console line of an event: the processors structlog would run for it, run directly
+    (importing structlog costs ~80 ms, which a console line does not need)."""
+    record: dict = {**fields, "event": event, "level": method}
+    for processor in (_stamp_processor, _fill_processor, _exc_info_processor):
+        record = processor(None, method, record)  # type: ignore[assignment]
+    return _redact_line(None, method, _console_renderer(None, method, record))
 
 
 def _console_renderer(_logger: object, _name: str, event: MutableMapping[str, Any]) -> str:
@@ -172,17 +161,18 @@ def _console_renderer(_logger: object, _name: str, event: MutableMapping[str, An
     return line
 
 
-def _configure(level: int, fmt: str, stream: TextIO) -> Callable[[str], Any]:
+def _configure(level: int) -> Callable[[str], Any]:
+    """structlog, for JSON lines."""
     import structlog
 
-    last = [_redact_processor, _json_renderer] if fmt == "json" else [_console_renderer, _redact_line]
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             _stamp_processor,
             _fill_processor,
             _exc_info_processor,
-            *last,
+            _redact_processor,
+            _json_renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=lambda *_args: _pending,
@@ -276,31 +266,22 @@ def _lost(count: int, why: str) -> None:
 
 def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
     _hurry.wait(delay)
-    try:
-        get_logger: Callable[[str], Any] | None = _configure(level, fmt, stream)
-    except Exception as exc:  # (structlog cannot load: no memory left for it) plain lines instead
-        get_logger = None
-        _pending.lines.append(_bare_line("warning", f"structlog could not be loaded ({exc!r}): plain lines", {}))
+    get_logger: Callable[[str], Any] | None = None
+    if fmt == "json":
+        try:
+            get_logger = _configure(level)
+        except Exception as exc:  # (structlog cannot load: no memory left for it) console lines instead
+            _pending.lines.append(_bare_line("warning", f"structlog could not be loaded ({exc!r}): console lines", {}))
     loggers: dict[str, Any] = {}
 
-    plain = fmt != "json"
-
     def emit(method: str, name: str, event: str, fields: dict) -> None:
-        if plain or get_logger is None:
-            try:
-                line = _plain_line(method, event, fields)
-            except Exception:  # (a field whose formatting fails: the processors say so, as before)
-                line = None
-            if line is None and get_logger is None:
-                line = _bare_line(method, event, fields)
-            if line is not None:
-                _pending.lines.append(line)
-                return
-        assert get_logger is not None
-        logger = loggers.get(name)
-        if logger is None:  # the bound logger itself (a proxy would bind again at every call)
-            logger = loggers.setdefault(name, get_logger(name).bind())
         try:
+            if get_logger is None:
+                _pending.lines.append(_console_line(method, event, fields))
+                return
+            logger = loggers.get(name)
+            if logger is None:  # the bound logger itself (a proxy would bind again at every call)
+                logger = loggers.setdefault(name, get_logger(name).bind())
             getattr(logger, method)(event, **fields)
         except Exception as exc:  # a line that cannot be rendered must not end logging: counted and said
             _lost(1, f"a line could not be rendered: {exc!r}")
@@ -327,6 +308,8 @@ def _serve_once(emit: Callable[[str, str, str, dict], None], stream: TextIO) -> 
             _pending.write_to(stream)
             item.set()
         elif callable(item):
+            if _state.get("closing"):
+                continue  # (the process ends: a line of its start-up is not worth waiting for)
             try:
                 item()
             except Exception as exc:  # a deferred job must not end logging
@@ -338,7 +321,7 @@ def _serve_once(emit: Callable[[str, str, str, dict], None], stream: TextIO) -> 
 
 
 def _bare_line(method: str, event: object, fields: dict) -> str:
-    """A line without structlog: the time, the level, the event as it came, its detail."""
+    """The least line: the time, the level, the event as it came, its detail."""
     line = f"{iso(fields.get('_at') or time.time())} [{method:<9}] {event}"
     detail = fields.get("detail")
     if detail:
@@ -378,7 +361,8 @@ def setup(level: str = "info", fmt: str = "console", file: str | None = None, de
 
 
 def defer(job: Callable[[], None]) -> None:
-    """Run `job` on the log thread, after start-up (work whose only purpose is to log)."""
+    """Run `job` on the log thread, after start-up (work whose only purpose is to log); skipped
+    when the process ends before it ran."""
     _put(job, bounded=False)
 
 
@@ -397,6 +381,7 @@ def close(timeout: float = 1.0) -> bool:
     thread = _state["thread"]
     if thread is None:
         return True
+    _state["closing"] = True
     _put(_STOP, bounded=False)
     _hurry.set()
     thread.join(timeout)
@@ -441,7 +426,10 @@ def _write_now(method: str, event: str, fields: dict) -> None:
     """A line written by its caller (no log thread could be started): the plain console line."""
     fields["_at"] = time.time()
     try:
-        line = _plain_line(method, event, fields) or _bare_line(method, event, fields)
+        try:
+            line = _console_line(method, event, fields)
+        except Exception:  # (a field that cannot be shown: the event as it came)
+            line = _bare_line(method, event, fields)
         with _inline_lock:
             stream = _current(_state.get("stream") or sys.stderr)
             stream.write(line + "\n")

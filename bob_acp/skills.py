@@ -8,7 +8,6 @@ any way (a hard link, a bind mount, a file system mounted since) is as it is now
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import stat
@@ -70,7 +69,6 @@ class Catalog:
         return [s for s in self.skills.values() if s.name not in RESERVED]
 
 
-@functools.lru_cache(maxsize=1)
 def shipped_dir() -> str:
     try:
         from bob_acp import shipped_skills  # type: ignore[attr-defined]  # made by the wheel's build
@@ -148,11 +146,13 @@ def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill
     match = re.match(r"---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", text, re.S)
     if not match:
         return None, "no YAML front matter between --- lines"
-    try:
-        meta = yaml.safe_load(match.group(1))
+    try:  # (libyaml's parser where PyYAML has it: every session/new reads every SKILL.md)
+        meta = yaml.load(match.group(1), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return None, "invalid YAML front matter" + (f" at line {mark.line + 2}" if mark else "")
+    except RecursionError:
+        return None, "invalid YAML front matter: nested too deep"
     if not isinstance(meta, dict):
         return None, "front matter must be a mapping"
     name, description = meta.get("name"), meta.get("description")

@@ -15,18 +15,17 @@ class Workspace:
     """(A plain class, not a dataclass: session/new's module imports it, and start-up does not
     import dataclasses.)"""
 
-    __slots__ = ("cwd", "more", "_hash")
+    __slots__ = ("cwd", "more")
 
     def __init__(self, cwd: str, more: tuple[str, ...] = ()):
         self.cwd = cwd  # absolute
         self.more = more  # further absolute roots, in the client's order, without cwd
-        self._hash = hash((cwd, more))  # (a key of several caches at every session/new; never changed)
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, Workspace) and self.cwd == other.cwd and self.more == other.more)
+        return isinstance(other, Workspace) and self.cwd == other.cwd and self.more == other.more
 
     def __hash__(self) -> int:
-        return self._hash
+        return hash((self.cwd, self.more))
 
     def __repr__(self) -> str:
         return f"Workspace({self.cwd!r}, {self.more!r})"
@@ -66,15 +65,6 @@ def too_broad(ws: Workspace, home: str | None = None) -> str | None:
     return None
 
 
-_known: dict[tuple[str, tuple[str, ...]], Workspace] = {}  # one object per workspace: caches find it by identity
-
-
 def of(cwd: str, more: list[str] | tuple[str, ...] = ()) -> Workspace:
     """The workspace of `cwd` and `more`, duplicates (and cwd itself) left out of `more`."""
-    key = (cwd, tuple(dict.fromkeys(root for root in more if root != cwd)))  # (the first of each, in order)
-    known = _known.get(key)
-    if known is None:
-        if len(_known) >= 1024:
-            _known.clear()
-        known = _known[key] = Workspace(*key)
-    return known
+    return Workspace(cwd, tuple(dict.fromkeys(root for root in more if root != cwd)))  # (the first of each, in order)

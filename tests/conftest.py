@@ -20,12 +20,36 @@ from chat_helpers import write_config as write_chat_config  # noqa: E402
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "PYTHONPATH")
 
 
+# What a developer's own environment may hold that would change what a test sees.
+_FOREIGN_ENV = ("BOB_CONFIG", "BOB_MODEL", "BOB_PROFILE", "BOB_ACP_NO_LANDLOCK", "BOB_ACP_NO_NAMESPACES",
+                "BOB_JOBS_DIR", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL",
+                "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
+@pytest.fixture(autouse=True)
+def fresh_state(tmp_path, monkeypatch):
+    """Every test: a home of its own (tmp_path/home, empty), none of the developer's Bob settings
+    or keys, and Bob's process-wide state as a new process has it, so that what a test sees
+    never depends on the tests that ran before it (the suite runs in random order)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for name in _FOREIGN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    from bob_acp import log, sandbox, sessions
+
+    monkeypatch.setitem(log._state, "redactor", None)  # (the log thread, once started, serves every test)
+    monkeypatch.setitem(log._state, "level", log.INFO)
+    monkeypatch.setattr(sessions, "_seen", {})
+    monkeypatch.setattr(sandbox, "_machines", {})
+    yield
+
+
 @pytest.fixture
 def workdir(tmp_path):
-    """A project folder for the session (tmp_path/project) and an isolated home beside it."""
+    """A project folder for the session (tmp_path/project), beside the test's home (tmp_path/home)."""
     project = tmp_path / "project"
     project.mkdir()
-    (tmp_path / "home").mkdir()
     return project
 
 

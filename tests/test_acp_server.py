@@ -9,7 +9,7 @@ from bob_acp import config, history, log, sessions, skills, system_prompt, works
 from bob_acp.acp.runtime import Reader
 from bob_acp.acp.server import AgentServer
 from bob_acp.acp.updates import chosen_option
-from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.jsonrpc.endpoint import PeerError, Sent
 from bob_acp.jsonrpc.errors import RpcError
 
 
@@ -59,16 +59,28 @@ def test_a_session_id_the_connection_holds_is_refused_and_the_held_one_kept(tmp_
     assert srv.table.sessions["20260101-000000-00000001"] is first
 
 
+def settled(result=None, error=None, cancelled=False) -> Sent:
+    """A request of Bob's as the endpoint settles it: answered, failed, or without an answer."""
+    sent = Sent(0)
+    if cancelled:
+        sent.cancel()
+    elif error is not None:
+        sent.set_exception(PeerError(error))
+    else:
+        sent.set_result(result)
+    return sent
+
+
 @pytest.mark.parametrize("outcome, expected", [
-    (Outcome(result={"outcome": {"outcome": "selected", "optionId": "allow"}}), "allow"),
-    (Outcome(result={"outcome": {"outcome": "selected", "optionId": "allow_always"}}), "allow_always"),
-    (Outcome(result={"outcome": {"outcome": "selected", "optionId": "maybe"}}), "reject"),
-    (Outcome(result={"outcome": {"outcome": "cancelled"}}), "reject"),
-    (Outcome(result={"outcome": {"outcome": "selected", "optionId": ["allow"]}}), "reject"),
-    (Outcome(result={"outcome": "allow"}), "reject"),
-    (Outcome(result=None), "reject"),
-    (Outcome(error={"code": -1, "message": "no"}), "reject"),
-    (Outcome(closed=True), "reject"),
+    (settled({"outcome": {"outcome": "selected", "optionId": "allow"}}), "allow"),
+    (settled({"outcome": {"outcome": "selected", "optionId": "allow_always"}}), "allow_always"),
+    (settled({"outcome": {"outcome": "selected", "optionId": "maybe"}}), "reject"),
+    (settled({"outcome": {"outcome": "cancelled"}}), "reject"),
+    (settled({"outcome": {"outcome": "selected", "optionId": ["allow"]}}), "reject"),
+    (settled({"outcome": "allow"}), "reject"),
+    (settled(None), "reject"),
+    (settled(error={"code": -1, "message": "no"}), "reject"),
+    (settled(cancelled=True), "reject"),
 ])
 def test_only_a_selection_of_an_offered_option_counts(outcome, expected):
     assert chosen_option(outcome, {"allow", "allow_always", "reject"}) == expected

@@ -44,10 +44,13 @@ def test_a_job_outlives_the_bash_call_that_started_it(job, tmp_path):
     starter = subprocess.Popen(["bash", "-c", f"{JOB} start sleep 30; sleep 30"], cwd=tmp_path, env=env,
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
     job_id = starter.stdout.readline().strip()
+    pid = pid_of(tmp_path, job_id)
     os.killpg(starter.pid, signal.SIGKILL)  # what Bob does when a bash call ends
     starter.wait()
-    time.sleep(0.2)
-    assert alive(pid_of(tmp_path, job_id))
+    # The kill reached every process of the group at once; the job, in a session of its own, is
+    # not one of them (alive could still see a process on its way out: its session says why not).
+    assert os.getsid(pid) == pid != starter.pid
+    assert alive(pid)
     assert "status:  running" in job("status", job_id).stdout
     assert job("stop", job_id, "1").returncode == 0
     assert not alive(pid_of(tmp_path, job_id))

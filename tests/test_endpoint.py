@@ -5,13 +5,14 @@ import os
 import queue
 import threading
 import time
+from concurrent.futures import CancelledError
 
 import orjson
 import pytest
 
 from bob_acp import log as bob_log
 from bob_acp.jsonrpc import endpoint as endpoint_module
-from bob_acp.jsonrpc.endpoint import Endpoint, Reply, Route
+from bob_acp.jsonrpc.endpoint import Endpoint, PeerError, Reply, Route
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.streams import Writer
 
@@ -230,14 +231,16 @@ def test_requests_held_by_workers_past_the_bound_are_server_busy(harness, monkey
 def test_outbound_request_gets_its_answer_and_ignores_a_second(harness):
     h = harness()
     outcomes = []
-    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {"q": 1}).wait()))
+    t = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {"q": 1}).result()))
     t.start()
     req = h.next()
     assert req["method"] == "ask" and isinstance(req["id"], int)
     h.send({"jsonrpc": "2.0", "id": req["id"], "result": {"answer": 42}})
     h.send({"jsonrpc": "2.0", "id": req["id"], "result": {"answer": 43}})
     t.join(3)
-    assert outcomes[0].ok and outcomes[0].result == {"answer": 42}
+    assert outcomes == [{"answer": 42}]
+    h.send({"jsonrpc": "2.0", "method": "echo", "id": 99, "params": {}})  # the second answer changed nothing
+    assert h.next()["id"] == 99 and outcomes == [{"answer": 42}]
 
 
 def test_an_in_order_notification_is_seen_before_the_answer_sent_after_it(harness):
@@ -249,7 +252,7 @@ def test_an_in_order_notification_is_seen_before_the_answer_sent_after_it(harnes
                 notifications={"changed": lambda p: seen.append(p)}, in_order=frozenset({"changed"}))
     h.send({"jsonrpc": "2.0", "id": 0, "method": "block", "params": {}})  # holds the dispatcher
     seen_at_answer = []
-    t = threading.Thread(target=lambda: (h.endpoint.request("call", {}).wait(), seen_at_answer.append(list(seen))))
+    t = threading.Thread(target=lambda: (h.endpoint.request("call", {}).result(), seen_at_answer.append(list(seen))))
     t.start()
     req = h.next()
     h.send({"jsonrpc": "2.0", "method": "changed", "params": {"n": 1}})
@@ -269,48 +272,42 @@ def test_an_in_order_notification_is_seen_before_the_answer_sent_after_it(harnes
 def test_outbound_request_malformed_answers_settle_it_as_an_error(harness, answer, why):
     """Each settles the request at once, as an error: nobody needs to cancel it."""
     h = harness()
-    pending = []
-    t = threading.Thread(target=lambda: pending.append(h.endpoint.request("ask", {})) or None)
-    t.start()
+    sent = h.endpoint.request("ask", {})
     req = h.next()
-    t.join(3)
     frame = dict(answer)
     frame["id"] = str(req["id"]) if answer["id"] == "ID" else req["id"]
     h.send(frame)
-    settled = []
-    waiter = threading.Thread(target=lambda: settled.append(pending[0].wait()), daemon=True)
-    waiter.start()
-    waiter.join(3)
-    assert settled, f"{why}: the request was left waiting"
-    assert not settled[0].ok and settled[0].error and not settled[0].closed, why
+    failed = sent.exception(timeout=3)  # (a request left waiting: TimeoutError)
+    assert isinstance(failed, PeerError) and failed.error and not sent.cancelled(), why
 
 
 def test_abandon_and_eof_end_an_outbound_wait(harness):
     closed = []
     h = harness(on_close=lambda: closed.append(True))
-    outcomes = []
     first = h.endpoint.request("ask", {})
-    t = threading.Thread(target=lambda: outcomes.append(first.wait()))
-    t.start()
+    waited = []
+    waiter = threading.Thread(target=lambda: waited.append(first.settled()))  # (as a turn waits on it)
+    waiter.start()
     h.next()
-    first.abandon()
-    t.join(2)
-    assert outcomes[0].closed
-    t2 = threading.Thread(target=lambda: outcomes.append(h.endpoint.request("ask", {}).wait()))
-    t2.start()
+    assert first.cancel()  # from another thread: a cancel of the turn
+    waiter.join(2)
+    assert waited == [first] and first.cancelled()
+    h.send({"jsonrpc": "2.0", "id": first.id, "result": {}})  # an answer after we stopped waiting: ignored
+    second = h.endpoint.request("ask", {})
     h.next()
     os.close(h.in_w)
-    t2.join(2)
-    assert outcomes[1].closed and closed == [True]
+    with pytest.raises(CancelledError):
+        second.result(timeout=2)
+    assert closed == [True]
     h.served.join(2)
     assert not h.served.is_alive()
-    assert h.endpoint.request("late", {}).wait().closed  # after the end: settled at once
+    assert h.endpoint.request("late", {}).cancelled()  # after the end: settled at once
 
 
 def test_a_request_that_cannot_be_encoded_fails_its_caller_at_once(harness):
     h = harness()
-    outcome = h.endpoint.request("ask", {"bad": object()}).wait()
-    assert not outcome.ok and outcome.error
+    sent = h.endpoint.request("ask", {"bad": object()})
+    assert sent.done() and isinstance(sent.exception(), PeerError) and "could not be sent" in sent.exception().error
 
 
 def test_lone_surrogates_are_answered_under_their_own_id(harness):
@@ -387,7 +384,7 @@ def test_a_request_to_the_client_from_an_inline_handler_is_sent_before_it_waits(
     """An inline handler that asks the client and waits for the answer: its request is never
     held back with the dispatcher's frames (that would wait for ever)."""
     endpoint = []
-    h = harness({"ask": Route(lambda p: endpoint[0].request("question", {}).wait().result)})
+    h = harness({"ask": Route(lambda p: endpoint[0].request("question", {}).result())})
     endpoint.append(h.endpoint)
     h.send(orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {}}) + b"\n"
            + orjson.dumps({"jsonrpc": "2.0", "id": 2, "method": "ask", "params": {}}) + b"\n")  # one read

@@ -139,8 +139,9 @@ def test_uvx_runs_the_wheel_as_the_registry_manifest_says(dist, tmp_path, workdi
         manifest = json.load(handle)
     home = tmp_path / "fresh-home"
     home.mkdir()
-    command = [os.path.join(BIN, "uvx"), "--offline", "--no-index", "--find-links", str(wheels), "--from", str(wheel),
-               "bob-acp", *manifest["distribution"]["uvx"]["args"]]
+    # (--python: the interpreter the wheels were fetched for, not whichever is first on PATH)
+    command = [os.path.join(BIN, "uvx"), "--python", sys.executable, "--offline", "--no-index", "--find-links",
+               str(wheels), "--from", str(wheel), "bob-acp", *manifest["distribution"]["uvx"]["args"]]
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     from test_e2e_registry import REGISTRY_INIT, registry_types
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -171,7 +171,9 @@ def test_cancel_closes_a_silent_stream_at_once_and_leaves_no_thread(server, tmp_
         provider.generate(messages(), [], TextOnly(seen.append), cancel)
     assert time.monotonic() - started < 5 and seen == ["start"]  # the stream stalls for ever
     timer.join()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 5  # (the reading thread ends once its socket is closed)
+    while threading.active_count() > threads_before + 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert threading.active_count() <= threads_before + 1  # the fake server's handler may linger
 
 

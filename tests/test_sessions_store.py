@@ -149,6 +149,32 @@ def test_sigkill_while_saving_never_leaves_a_torn_file(tmp_path):
             assert name == f"{sid}.json" or name.startswith(".")
 
 
+def test_a_save_that_fails_between_its_write_and_its_rename_leaves_the_saved_file_as_it_was(tmp_path, monkeypatch):
+    """The seam of an atomic save: the new version is whole somewhere else, the old one untouched
+    at its path, until the rename. A save written in place fails this every time."""
+    from bob_acp import atomic
+
+    store = sessions.SessionStore(str(tmp_path), "s")
+    sid = sessions.new_id()
+    store.save(sid, conversation()[:3])
+    path = store.path_for(sid)
+    before = open(path, "rb").read()
+    seen = []
+
+    def crash_at_the_rename(source, target, *args, **kwargs):
+        seen.append((open(target, "rb").read() == before, orjson.loads(open(source, "rb").read())["messages"]))
+        raise OSError(28, "No space left on device")  # (the process could as well die here)
+
+    monkeypatch.setattr(atomic.os, "replace", crash_at_the_rename)
+    with pytest.raises(OSError):
+        store.save(sid, conversation())
+    monkeypatch.undo()
+    (old_untouched, new_messages), = seen
+    assert old_untouched and new_messages[-1] == history.assistant("Done.")  # the new version whole, beside the old
+    assert open(path, "rb").read() == before and store.load(sid).messages == conversation()[:3]
+    assert not [name for name in os.listdir(store.folder) if name.endswith(".tmp")]  # the temp file removed
+
+
 def test_a_version_2_file_loads_its_user_messages_as_parts_and_saves_as_version_3(tmp_path):
     """Issue 25: user content is a list of parts (text, images); a file from 0.13 (a string and an
     `images` list) loads, replays, and reaches the model as before."""

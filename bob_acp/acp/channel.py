@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from bob_acp.cancel import Cancel
-    from bob_acp.jsonrpc.endpoint import Endpoint, Outcome
+    from bob_acp.jsonrpc.endpoint import Endpoint, Sent
 
 
 class ClientCapabilities:
@@ -72,20 +72,21 @@ class ClientChannel:
             self.update(sid, p.agent_chunk(f"{marks.get(severity, '')}{title}{f' {description}' if description else ''}\n",
                                            str(uuid.uuid4())), give_up)
 
-    def ask(self, method: str, params: dict, cancel: Cancel) -> Outcome:
-        """One request to the client (a permission question, a file, a terminal): its Outcome. A
-        cancel of the turn ends the wait at once, and a request given up so is withdrawn (with
-        acp.cancelRequest), so the editor can close what it shows for it."""
+    def ask(self, method: str, params: dict, cancel: Cancel) -> Sent:
+        """One request to the client (a permission question, a file, a terminal), once settled:
+        its result, a PeerError, or cancelled (no answer). A cancel of the turn ends the wait at
+        once, and a request given up so is withdrawn (with acp.cancelRequest), so the editor can
+        close what it shows for it."""
         endpoint = self._endpoint()
-        pending = endpoint.request(method, params, cancel.is_set)
-        unsubscribe = cancel.subscribe(pending.abandon)
+        sent = endpoint.request(method, params, cancel.is_set)
+        unsubscribe = cancel.subscribe(sent.cancel)
         try:
-            outcome = pending.wait()
+            sent.settled()
         finally:
             unsubscribe()
-        if outcome.closed and cancel.is_set():
-            endpoint.cancel_request(pending)
-        return outcome
+        if sent.cancelled() and cancel.is_set():
+            endpoint.cancel_request(sent)
+        return sent
 
     def wake_senders(self) -> None:
         """Wake every update waiting for room (a cancel: its turn stops waiting)."""

@@ -17,7 +17,7 @@ from typing import Callable
 from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError, ClientTimeout
-from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.jsonrpc.endpoint import PeerError, Sent
 from bob_acp.jsontext import mapping
 from bob_acp.tools.client import TerminalExit, TerminalOutput
 
@@ -26,7 +26,7 @@ CREATE, OUTPUT, WAIT, KILL, RELEASE = ("terminal/create", "terminal/output", "te
                                        "terminal/kill", "terminal/release")
 CLEANUP_WAIT = 5.0  # seconds a kill or release (sent after a cancel) is waited for, off the turn's thread
 
-Ask = Callable[[str, dict, Cancel], Outcome]
+Ask = Callable[[str, dict, Cancel], Sent]
 
 
 class EditorClient:
@@ -98,13 +98,13 @@ class EditorClient:
         configured acp.clientTimeout; None: no limit but the cancel's)."""
         limit = self._within if within == -1.0 else within
         if limit is None:
-            outcome = self._ask_client(method, params, cancel)
+            sent = self._ask_client(method, params, cancel)
         else:
             waited = Cancel()  # set by the turn's cancel or the time limit, whichever comes first
             unsubscribe = cancel.subscribe(waited.set)
             timer = threads.timer(limit, waited.set)
             try:
-                outcome = self._ask_client(method, params, waited)
+                sent = self._ask_client(method, params, waited)
             finally:
                 timer.cancel()
                 unsubscribe()
@@ -113,13 +113,13 @@ class EditorClient:
                 raise ClientTimeout(f"the editor did not answer {method} within {limit:g} s (acp.clientTimeout)")
         if cancel.is_set():
             raise Cancelled()
-        if outcome.closed:
+        if sent.cancelled():
             raise ClientError("the connection ended")
-        if outcome.error is not None:
-            error = outcome.error
-            message = error.get("message") if isinstance(error, dict) else error
-            raise ClientError(" ".join(str(message).split())[:300] or "an error")
-        return outcome.result
+        try:
+            return sent.result()
+        except PeerError as exc:
+            message = exc.error.get("message") if isinstance(exc.error, dict) else exc.error
+            raise ClientError(" ".join(str(message).split())[:300] or "an error") from None
 
     def _info(self, line: str) -> None:
         self._log.info(f"[acp] session {self._sid}: {line}")  # type: ignore[attr-defined]

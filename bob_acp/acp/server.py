@@ -14,7 +14,6 @@ resume and authenticate use it as it is now; an open session keeps the one it wa
 
 from __future__ import annotations
 
-import sys
 import threading
 
 from bob_acp import __version__, jsontext, workspace
@@ -27,7 +26,7 @@ from bob_acp.acp.table import SessionTable
 from bob_acp.jsonrpc.endpoint import Reply, Route
 from bob_acp.jsonrpc.errors import AUTH_REQUIRED, RpcError
 from bob_acp.jsontext import mapping
-from bob_acp.lazy import LazyModule, warm
+from bob_acp.lazy import LazyModule, loaded, warm
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -250,13 +249,14 @@ class AgentServer:
         held = self.table.all()
         for session in held:
             session.cancel_all()
-        if "bob_acp.tools" in sys.modules:  # no tool ran if they were never loaded
-            tools.kill_all()
+        tools_module, mcp = loaded("bob_acp.tools"), loaded("bob_acp.mcp")
+        if tools_module is not None:  # (no tool ran if they were never loaded)
+            tools_module.kill_all()
         for session in held:
             if session.conv.sandbox is not None:
                 session.conv.sandbox.end()
-        if "bob_acp.mcp" in sys.modules:  # every server, those of sessions still opening too
-            mcp_module.close_all()
+        if mcp is not None:  # every server, those of sessions still opening too
+            mcp.close_all()
 
     # ---- initialize / authenticate ---------------------------------------------------------
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 
 from bob_acp.cancel import Cancel
+from bob_acp.lazy import loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,9 +82,8 @@ class Session:
         self.cancel_all()
         if self.conv.sandbox is not None:
             self.conv.sandbox.end()
-        if self.conv.owner and "bob_acp.children" in sys.modules:
-            from bob_acp import children
-
+        children = loaded("bob_acp.children")
+        if self.conv.owner and children is not None:
             _off_thread(children.end_orphans, "bob-session-orphans", self.conv.owner)
         if self.mcp is not None:
             _off_thread(self.mcp.close, "bob-mcp-close")

@@ -8,7 +8,7 @@ from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.cancel import Cancel
-from bob_acp.jsonrpc.endpoint import Outcome
+from bob_acp.jsonrpc.endpoint import PeerError, Sent, answer_of
 from bob_acp.jsontext import mapping
 
 if TYPE_CHECKING:
@@ -114,9 +114,10 @@ class TurnSink:
             # is on the way (it goes through the dispatcher, the answer does not). A rejection
             # either way; give the cancel a moment so the turn ends as the person meant.
             cancel.wait(CANCEL_FOLLOWS)
-        if choice == p.REJECT and not outcome.ok:
-            self.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: "
-                                 f"{str(outcome.error or 'no answer')[:200]}")
+        failed = None if outcome.cancelled() else outcome.exception()
+        if choice == p.REJECT and (outcome.cancelled() or failed is not None):
+            why = failed.error if isinstance(failed, PeerError) else "no answer"
+            self.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: {str(why)[:200]}")
         return choice
 
     def plan(self, entries: list[dict]) -> None:
@@ -153,30 +154,31 @@ class TurnSink:
         self.send(p.tool_call_update(call.ref, status, content, raw))
 
 
-def _cancelled_outcome(outcome: Outcome) -> bool:
-    result = mapping(outcome.result if outcome.ok else None)
+def _cancelled_outcome(outcome: Sent) -> bool:
+    result = mapping(answer_of(outcome))
     selected = result.get("outcome")
     return isinstance(selected, dict) and selected.get("outcome") == "cancelled"
 
 
-def rejection_reason(outcome: Outcome) -> str:
+def rejection_reason(outcome: Sent) -> str:
     """What the user said to do instead, with a rejection (`_meta.bob.reason` of the answer, as
     `bob-acp chat` sends it): one line, bounded; "" when none."""
     from bob_acp.jsontext import clean
 
-    result = mapping(outcome.result if outcome.ok else None)
+    result = mapping(answer_of(outcome))
     meta = mapping(result.get("_meta"))
     bob = mapping(meta.get("bob"))
     reason = bob.get("reason")
     return " ".join(clean(reason).split())[:500] if isinstance(reason, str) else ""
 
 
-def chosen_option(outcome: Outcome, offered: set[str]) -> str:
+def chosen_option(outcome: Sent, offered: set[str]) -> str:
     """The option the user selected, or reject: anything but a well-formed selection of an
     offered option (an error, a cancelled outcome, a wrong shape) never reads as approval."""
-    if not outcome.ok or not isinstance(outcome.result, dict):
+    result = answer_of(outcome)
+    if not isinstance(result, dict):
         return p.REJECT
-    selected = outcome.result.get("outcome")
+    selected = result.get("outcome")
     if not isinstance(selected, dict) or selected.get("outcome") != "selected":
         return p.REJECT
     option = selected.get("optionId")

@@ -25,7 +25,7 @@ from bob_acp.chat.agent import Agent, agent_command
 from bob_acp.chat.ask import Asker, Prompter
 from bob_acp.chat.choices import Choices
 from bob_acp.chat.render import Screen, use_colour
-from bob_acp.jsonrpc.endpoint import Outcome, Pending
+from bob_acp.jsonrpc.endpoint import PeerError, Sent
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
@@ -118,7 +118,7 @@ class Chat:
             if response is not None:
                 return response
 
-    def _handle(self, event: tuple, pending: Pending | None) -> tuple[dict | None, bool]:
+    def _handle(self, event: tuple, pending: Sent | None) -> tuple[dict | None, bool]:
         """(the response, when this event is its answer; whether the person cancelled at a question)."""
         kind = event[0]
         if kind == "end":
@@ -134,12 +134,12 @@ class Chat:
             return None, self._permission(event[1], event[2])
         elif kind == "answer" and event[1] is pending:
             self.screen.clear_spinner()
-            outcome: Outcome = event[2]
-            if outcome.closed:
+            if pending.cancelled():
                 return self._handle(("end", None), pending)
-            if outcome.error is not None:
-                return {"error": outcome.error if isinstance(outcome.error, dict) else {"message": str(outcome.error)}}, False
-            return {"result": outcome.result}, False
+            try:
+                return {"result": pending.result()}, False
+            except PeerError as exc:
+                return {"error": exc.error if isinstance(exc.error, dict) else {"message": str(exc.error)}}, False
         return None, False
 
     def drain(self) -> None:

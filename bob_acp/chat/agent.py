@@ -12,7 +12,7 @@ import tempfile
 import threading
 
 from bob_acp.acp import protocol as p
-from bob_acp.jsonrpc.endpoint import Endpoint, Pending, Route
+from bob_acp.jsonrpc.endpoint import Endpoint, Route, Sent
 from bob_acp.jsonrpc.streams import Writer
 
 # The agent, started by this very interpreter with the current folder off the import path (a
@@ -100,12 +100,11 @@ class Agent:
         self.events.put(("question", params, answer))
         return answer.get()
 
-    def request(self, method: str, params: dict) -> Pending:
-        """Send a request; ("answer", its pending, its outcome) comes on the queue once answered."""
-        pending = self.endpoint.request(method, params)
-        threading.Thread(target=lambda: self.events.put(("answer", pending, pending.wait())),
-                         name="chat-answer", daemon=True).start()
-        return pending
+    def request(self, method: str, params: dict) -> Sent:
+        """Send a request; ("answer", it) comes on the queue once it is settled."""
+        sent = self.endpoint.request(method, params)
+        sent.add_done_callback(lambda settled: self.events.put(("answer", settled)))
+        return sent
 
     def notify(self, method: str, params: dict) -> None:
         self.endpoint.notify(method, params)

@@ -1,17 +1,38 @@
 """The JSON-RPC endpoint: reader thread, bounded inbound queue, dispatcher thread, worker threads,
-and Bob's own outbound requests. Domain-free: routes come in as a method table.
+and requests of our own to the peer. Domain-free: routes come in as a method table.
 
-Threads and how each stops:
-- reader: reads frames until EOF (or stop()); then resolves pending outbound requests as closed,
-  calls on_close, and puts the STOP sentinel behind the frames still queued. When the inbound
-  queue is full it waits for room (backpressure: the client's writes block), except for
-  responses to Bob's requests and `urgent` notifications, which never wait; `in_order`
-  notifications are handled by the reader itself, so their effect is seen by whoever waits on
-  an answer the peer sent after them (their handlers must be quick and never block);
-- dispatcher: routes frames until it takes STOP off the queue; short handlers run inline,
-  `worker=True` routes each run on a thread of their own so the dispatcher stays free;
-- workers: end with their handler; serve() waits for them (bounded) before it returns;
-- writer (streams.Writer): stopped by serve()'s caller once everything owed has been queued.
+Which thread runs what
+- reader (`_read_loop`): reads and decodes frames; settles the answers to our requests (their
+  Futures' done-callbacks run here); runs the route's `cancel` for the cancellation
+  notification (`cancel_method`) and the handlers of `in_order` notifications, so that their
+  effect is seen by whoever waits on an answer the peer sent after them. It hands the other
+  frames to the dispatcher in runs; when the inbound queue is full it waits for room
+  (backpressure: the peer's writes block), except for `urgent` notifications, which never wait.
+- dispatcher (`_dispatch_loop`): routes each frame in order; runs notification handlers, short
+  routes, and every route's `prepare`, inline; starts a worker thread for each `worker=True` route.
+- workers: one per `worker=True` request, running its handler and writing its answer.
+- any thread: `request()`, `notify()`, and `Sent.cancel()` (we stop waiting for an answer).
+- the writer (streams.Writer) owns the output; serve()'s caller stops it once everything owed
+  has been queued.
+
+What callbacks may not do
+- A route's `cancel`, an `in_order` handler and a Sent's done-callback run on the reader (a
+  done-callback on whichever thread settles its Future: the reader for an answer): they must
+  return at once. They may set events, cancel Futures and send notifications; they may
+  never wait for an answer from the peer (only the reader could read it) nor for a lock a
+  handler holds while it waits for one.
+- `prepare` and short routes run on the dispatcher: they may not wait for the peer either (the
+  frames behind them, cancellations included, would wait too).
+
+Locks
+The endpoint's own locks (`_inbox_lock` with its Condition `_room`, `_pending_lock`,
+`_workers_lock`, `_cancel_lock`) are never nested and never held while a handler, a callback
+or a write runs. The one order there is: a `Reply.guard` (the handler's lock) is taken before
+the writer's lock, which is always the innermost.
+
+How each stops: at EOF (or stop()) the reader cancels the requests still awaited, calls
+on_close, and puts a STOP sentinel behind the frames queued, which are still answered; serve()
+waits for the dispatcher, then (bounded) for the workers.
 """
 
 from __future__ import annotations
@@ -19,6 +40,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+from concurrent.futures import CancelledError, Future, InvalidStateError
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
@@ -29,9 +51,9 @@ if TYPE_CHECKING:
     from typing import IO, Any, Callable, ContextManager
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
+HELD_FRAMES = 64  # frames the dispatcher writes at most at once
 HANDOFF_FRAMES = 64  # frames the reader hands to the dispatcher at most at once
 HANDOFF_BYTES = 1024 * 1024  # (or bytes: a run past it is handed on)
-HELD_FRAMES = 64  # frames the dispatcher writes at most at once
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 MAX_HELD_FRAMES = 256  # requests held by worker routes (running or waiting, e.g. for the turn lock)
 MAX_HELD_BYTES = 16 * 1024 * 1024
@@ -79,49 +101,50 @@ class Reply:
         self.guard = guard
 
 
-class Outcome:
-    """What came back for one of Bob's own requests."""
+class PeerError(Exception):
+    """The peer answered one of our requests with an error, or with something that is no valid
+    answer. `error`: the error object it sent, or a string saying what was wrong."""
 
-    __slots__ = ("result", "error", "closed")
-
-    def __init__(self, result: Any = None, error: object = None, closed: bool = False):
-        self.result = result
-        self.error = error  # the error object, or a string saying why there is no valid answer
-        self.closed = closed  # no answer: abandoned by us, or the connection ended
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.closed
+    def __init__(self, error: object):
+        super().__init__(error)
+        self.error = error
 
 
-class Pending:
-    """One outbound request in flight. wait() blocks until it settles: its answer, abandon()
-    (from any thread, e.g. a cancel's callback), or the connection closing."""
+class Sent(Future):
+    """One of our requests in flight: a Future of the peer's result. It fails with PeerError for
+    an error answer, and is cancelled (Future.cancel, from any thread) when we stop waiting for
+    it or when the connection ends. `id`: what a cancellation notification names."""
 
-    __slots__ = ("id", "_event", "_outcome", "_forget")
+    def __init__(self, request_id: int):
+        super().__init__()
+        self.id = request_id
 
-    def __init__(self, request_id: int, forget: Callable[[], None]):
-        self.id = request_id  # what a cancellation notification names
-        self._event = threading.Event()
-        self._outcome: Outcome | None = None
-        self._forget = forget
+    def settled(self) -> Sent:
+        """Itself, once settled. (concurrent.futures.wait() would miss a cancel: outside an
+        executor a cancelled Future never reaches the state it waits for.)"""
+        try:
+            self.exception()
+        except CancelledError:
+            pass
+        return self
 
-    def settle(self, outcome: Outcome) -> None:
-        if self._outcome is None:
-            self._outcome = outcome
-            self._event.set()
 
-    def abandon(self) -> None:
-        self.settle(Outcome(closed=True))
+def answer_of(sent: Future) -> object:
+    """The result of a settled request; None when it has none (an error, or no answer)."""
+    if sent.cancelled() or sent.exception() is not None:
+        return None
+    return sent.result()
 
-    def wait(self) -> Outcome:
-        self._event.wait()
-        self._forget()
-        return self._outcome  # type: ignore[return-value]
 
-    @property
-    def settled(self) -> bool:
-        return self._event.is_set()
+def _settle(sent: Future, result: object = None, error: object = None) -> None:
+    """Settle a request unless it already is (a cancel from another thread may come first)."""
+    try:
+        if error is None:
+            sent.set_result(result)
+        else:
+            sent.set_exception(PeerError(error))
+    except InvalidStateError:
+        pass
 
 
 class Endpoint:
@@ -159,14 +182,19 @@ class Endpoint:
         self._run_bytes = 0
         self._held_frames = 0
         self._held_bytes = 0
-        self._pending: dict[int, Pending] = {}
+        self._pending: dict[int, Sent] = {}
         self._pending_lock = threading.Lock()
         self._ids = itertools.count(0)
         self._workers: set[threading.Thread] = set()
         self._workers_lock = threading.Lock()
         self._closed = threading.Event()
         self._dispatcher_done = threading.Event()
-        self._batch = threading.local()  # frames a thread holds back to write in one go
+        # What the dispatcher sends while it answers a run of short requests is written in one
+        # write at the run's end (a flood of cheap requests: 1.3x the answers a second). It is
+        # written before the dispatcher starts a worker, sends a request or answers with a Reply,
+        # so that nothing it sends waits behind what another thread writes.
+        self._dispatcher_id: int | None = None
+        self._held: list[bytes] = []
         # Request cancellation (e.g. ACP's `$/cancel_request`), when `cancel_method` names it: a
         # request cancelled before it is dispatched is answered -32800 (or, when its route can
         # cancel, dispatched and cancelled at once); a running one is stopped by its route.
@@ -183,20 +211,19 @@ class Endpoint:
         (re-checked on wake_senders())."""
         return self._send({"jsonrpc": "2.0", "method": method, "params": params}, give_up)
 
-    def request(self, method: str, params: object, give_up: Callable[[], bool] | None = None) -> Pending:
-        """Send a request; its answer is `.wait()`ed on. A request that cannot be sent (the
-        connection closed, a value JSON cannot hold) is settled at once."""
-        request_id = next(self._ids)
-        pending = Pending(request_id, lambda: self._forget(request_id))
+    def request(self, method: str, params: object, give_up: Callable[[], bool] | None = None) -> Sent:
+        """Send a request: the Future of its result. A request that cannot be sent is settled at
+        once (cancelled when the connection has closed, PeerError for a value JSON cannot hold)."""
+        sent = Sent(next(self._ids))
         if self._closed.is_set():
-            pending.settle(Outcome(closed=True))
-            return pending
+            sent.cancel()
+            return sent
         with self._pending_lock:
-            self._pending[request_id] = pending
-        if not self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, give_up):
-            pending.settle(Outcome(error="the request could not be sent"))
-        self._write_held()  # its answer will be waited for: nothing of it is held back
-        return pending
+            self._pending[sent.id] = sent
+        sent.add_done_callback(self._forget)  # (on whichever thread settles it: a dict pop)
+        if not self._send({"jsonrpc": "2.0", "id": sent.id, "method": method, "params": params}, give_up):
+            _settle(sent, error="the request could not be sent")
+        return sent
 
     @property
     def closed(self) -> bool:
@@ -207,11 +234,11 @@ class Endpoint:
         """Have senders waiting for room in the output check their give_up again."""
         self._writer.wake()
 
-    def _forget(self, request_id: int) -> None:
+    def _forget(self, sent: Future) -> None:
         with self._pending_lock:
-            self._pending.pop(request_id, None)
+            self._pending.pop(sent.id, None)  # type: ignore[attr-defined]
 
-    def _send(self, frame: dict, give_up: Callable[[], bool] | None = None) -> bool:
+    def _send(self, frame: dict, give_up: Callable[[], bool] | None = None, hold: bool = True) -> bool:
         try:
             data = codec.dumps(frame)
         except TypeError:
@@ -222,26 +249,22 @@ class Endpoint:
         if len(data) > self._max_frame and "id" in frame and "method" not in frame:
             self._log.error(f"response of {len(data)} bytes exceeds the frame cap; an error is sent instead")
             data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("result too large")))
-        held = getattr(self._batch, "frames", None)
-        if held is not None:
-            held.append(data)
+        if hold and self._dispatcher_id == threading.get_ident():
+            self._held.append(data)
+            if len(self._held) >= HELD_FRAMES or ("method" in frame and "id" in frame):
+                self._write_held()  # (a request of ours: its answer will be waited for)
             return True
         return self._writer.send(data, give_up)
 
-    def _write_batch(self, give_up: Callable[[], bool] | None) -> None:
-        held, self._batch.frames = self._batch.frames, None
-        if held:
-            self._writer.send(b"\n".join(held), give_up)
-
     def _write_held(self) -> None:
-        """What this thread holds back, written now; it goes on holding what follows."""
-        held = getattr(self._batch, "frames", None)
-        if held:
-            self._batch.frames = []
+        """(On the dispatcher: no other thread touches what it holds.)"""
+        if self._held and self._dispatcher_id == threading.get_ident():
+            held, self._held = self._held, []
             self._writer.send(b"\n".join(held))
 
-    def _respond(self, msg_id: object, result: Any, give_up: Callable[[], bool] | None = None) -> None:
-        self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up)
+    def _respond(self, msg_id: object, result: Any, give_up: Callable[[], bool] | None = None,
+                 hold: bool = True) -> None:
+        self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up, hold)
 
     def _respond_error(self, msg_id: object, error: RpcError) -> None:
         self._send(_error_frame(msg_id, error))
@@ -309,8 +332,8 @@ class Endpoint:
             self._room.notify_all()
         with self._pending_lock:
             pending = list(self._pending.values())
-        for slot in pending:
-            slot.settle(Outcome(closed=True))
+        for sent in pending:
+            sent.cancel()
         if self._on_close is not None:
             try:
                 self._on_close()
@@ -344,10 +367,10 @@ class Endpoint:
     def _take(self, frame: bytes | Oversized) -> None:
         if isinstance(frame, Oversized):
             self._log.warning(f"frame of {frame.size} bytes refused (cap {self._max_frame})")
-            slot = self._oversized_answer(frame)
-            if slot is not None:  # an answer to one of ours: that request fails now, not at its timeout
-                return slot.settle(Outcome(error=f"the answer of {frame.size} bytes exceeds the frame cap "
-                                                 f"of {self._max_frame} bytes"))
+            sent = self._oversized_answer(frame)
+            if sent is not None:  # an answer to one of ours: that request fails now, not at its timeout
+                return _settle(sent, error=f"the answer of {frame.size} bytes exceeds the frame cap "
+                                           f"of {self._max_frame} bytes")
             # A request is answered under its own id, read from either end of the line (a client
             # waits on that id: an error with a null id would leave its request open for ever).
             return self._respond_error(_oversized_id(frame), RpcError.invalid_request(
@@ -378,7 +401,7 @@ class Endpoint:
             return self._enqueue(msg, len(frame))
         self._settle(msg)
 
-    def _oversized_answer(self, frame: Oversized) -> Pending | None:
+    def _oversized_answer(self, frame: Oversized) -> Sent | None:
         """The request of ours an oversized line answers, when one of its ends names the id of
         one (a response: an "id" and a "result" or "error", no "method")."""
         import re
@@ -388,9 +411,9 @@ class Endpoint:
             return None
         with self._pending_lock:
             for match in re.finditer(rb'"id"\s*:\s*(\d{1,18})\s*[,}]', ends):
-                slot = self._pending.pop(int(match.group(1)), None)
-                if slot is not None:
-                    return slot
+                sent = self._pending.pop(int(match.group(1)), None)
+                if sent is not None:
+                    return sent
         return None
 
     def _cancel_request(self, params: object) -> None:
@@ -412,10 +435,10 @@ class Endpoint:
             except Exception:
                 self._log.error("request cancellation failed", detail=_traceback())
 
-    def cancel_request(self, pending: Pending) -> None:
+    def cancel_request(self, sent: Sent) -> None:
         """Tell the peer that we stopped waiting for one of our requests (with `cancel_method`)."""
         if self._cancel_method and not self._closed.is_set():
-            self.notify(self._cancel_method, {"requestId": pending.id})
+            self.notify(self._cancel_method, {"requestId": sent.id})
 
     def _awaited(self, msg_id: object) -> bool:
         slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
@@ -427,21 +450,20 @@ class Endpoint:
         msg_id = msg.get("id")
         slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
         with self._pending_lock:
-            slot = self._pending.pop(slot_id, None) if slot_id is not None else None
-        if slot is None:
+            sent = self._pending.pop(slot_id, None) if slot_id is not None else None
+        if sent is None:
             self._log.info(f"response to unknown request id {msg_id!r} ignored")
             return
         if type(msg_id) is not int:
-            outcome = Outcome(error=f"answer with the id {msg_id!r}, not the number sent")
+            _settle(sent, error=f"answer with the id {msg_id!r}, not the number sent")
         elif msg.get("jsonrpc") != "2.0":
-            outcome = Outcome(error="answer without jsonrpc 2.0")
+            _settle(sent, error="answer without jsonrpc 2.0")
         elif "error" in msg:
-            outcome = Outcome(error=msg["error"] if msg["error"] is not None else "null error")
+            _settle(sent, error=msg["error"] if msg["error"] is not None else "null error")
         elif "result" in msg:
-            outcome = Outcome(result=msg["result"])
+            _settle(sent, msg["result"])
         else:
-            outcome = Outcome(error="answer with neither result nor error")
-        slot.settle(outcome)
+            _settle(sent, error="answer with neither result nor error")
 
     def _enqueue(self, msg: dict, size: int) -> None:
         """On the reader: a frame for the dispatcher, gathered into the run being read."""
@@ -486,37 +508,30 @@ class Endpoint:
     # ---- dispatcher -----------------------------------------------------------------------
 
     def _dispatch_loop(self) -> None:
-        """The answers to a run of frames are written together (at most HELD_FRAMES at once,
-        and always before the dispatcher waits for more, starts a worker or sends a request)."""
-        held = self._batch
+        self._dispatcher_id = threading.get_ident()
         try:
             while True:
                 run, _size = self._inbox.get()
                 if run is _STOP:
                     return
-                held.frames = []
-                last = run[-1][0]
-                try:
-                    for msg, msg_size in run:
-                        held.last = msg is last
-                        with self._inbox_lock:  # (a frame is pending until it is dispatched)
-                            self._inbox_frames -= 1
-                            self._inbox_bytes -= msg_size
-                            # A waiting reader is woken once there is room for a run (or half the
-                            # bound), not at every frame: under a flood it would wake for each one.
-                            if (self._reader_waiting
-                                    and self._inbox_frames <= MAX_PENDING_FRAMES - min(HANDOFF_FRAMES,
-                                                                                       MAX_PENDING_FRAMES // 2)
-                                    and self._inbox_bytes <= MAX_PENDING_BYTES // 2):
-                                self._reader_waiting = False
-                                self._room.notify()
-                        self._dispatch(msg, msg_size)
-                        if len(held.frames) >= HELD_FRAMES:
-                            self._write_held()
-                finally:
-                    held.last = False
-                    self._write_batch(None)
+                for msg, msg_size in run:
+                    with self._inbox_lock:  # (a frame is pending until it is dispatched)
+                        self._inbox_frames -= 1
+                        self._inbox_bytes -= msg_size
+                        # A waiting reader is woken once there is room for a run (or half the
+                        # bound), not at every frame: under a flood it would wake for each one.
+                        if (self._reader_waiting
+                                and self._inbox_frames <= MAX_PENDING_FRAMES - min(HANDOFF_FRAMES,
+                                                                                   MAX_PENDING_FRAMES // 2)
+                                and self._inbox_bytes <= MAX_PENDING_BYTES // 2):
+                            self._reader_waiting = False
+                            self._room.notify()
+                    self._dispatch(msg, msg_size)
+                if self._inbox.empty():  # (nothing more to answer at once: written before waiting)
+                    self._write_held()
         finally:
+            self._write_held()
+            self._dispatcher_id = None
             self._dispatcher_done.set()
 
     def _notified(self, msg: dict) -> None:
@@ -581,7 +596,6 @@ class Endpoint:
                     self._running[key] = args[1]
             if late or key_cancelled:
                 route.cancel(args[1])
-        self._write_held()  # its frames come after what was answered before it
         with self._workers_lock:
             worker = threading.Thread(
                 target=self._run_worker, args=(route, method, msg_id, args, size), name=f"bob-{method}", daemon=True
@@ -590,6 +604,7 @@ class Endpoint:
             self._held_frames += 1
             self._held_bytes += size
         try:
+            self._write_held()  # (its frames come after what was answered before it)
             worker.start()
         except RuntimeError as exc:  # the machine's thread limit: this request is answered, in words
             with self._workers_lock:
@@ -635,19 +650,16 @@ class Endpoint:
             return self._respond_error(msg_id, RpcError.internal_error())
         if not isinstance(result, Reply):
             return self._respond(msg_id, result, give_up)
-        # The response and what follows it: one write (within the dispatcher's, when it holds
-        # frames), unless nothing else waits: the response is then written first, so that its
-        # round trip is not longer by what follows it.
-        own_batch = result.after is not None and getattr(self._batch, "frames", None) is None
-        if own_batch:
-            self._batch.frames = []
+        # Written at once, after what is held (a guard's answer is written under its lock; what
+        # follows the answer, after it).
+        self._write_held()
         try:
             if result.guard is None:
-                self._respond(msg_id, result.result, give_up)
+                self._respond(msg_id, result.result, give_up, hold=False)
             else:
                 with result.guard:
                     value = result.result() if callable(result.result) else result.result
-                    self._respond(msg_id, value, give_up)
+                    self._respond(msg_id, value, give_up, hold=False)
         except RpcError as exc:
             self._respond_error(msg_id, exc)
         except Exception:
@@ -655,15 +667,10 @@ class Endpoint:
             self._respond_error(msg_id, RpcError.internal_error())
         else:
             if result.after is not None:
-                if not own_batch and getattr(self._batch, "last", False) and self._inbox.empty():
-                    self._write_held()
                 try:
                     result.after()
                 except Exception:
                     self._log.error(f"{method}: follow-up failed", detail=_traceback())
-        finally:
-            if own_batch:
-                self._write_batch(give_up)
 
 
 def _always() -> bool:

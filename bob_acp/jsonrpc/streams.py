@@ -244,9 +244,10 @@ class Writer:
         """Write what is queued, then stop. True when everything was written in time."""
         with self._lock:
             self._closing = True
+            written = not self._backlog  # (then the thread has nothing left to do: not waited for)
             self._wake.notify()
             self._room.notify_all()
-        done = self._done.wait(timeout)
+        done = written or self._done.wait(timeout)
         try:
             os.set_blocking(self._fd, self._was_blocking)
         except OSError:

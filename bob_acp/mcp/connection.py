@@ -14,14 +14,13 @@ from urllib.parse import urlsplit
 from bob_acp import children, httpio, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
-from bob_acp.jsonrpc.endpoint import Endpoint, Route
+from bob_acp.jsonrpc.endpoint import Endpoint, PeerError, Route, Sent
 from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
 
 if TYPE_CHECKING:
     import requests
     from urllib3.response import BaseHTTPResponse
     
-    from bob_acp.jsonrpc.endpoint import Outcome
     from bob_acp.log import Logger
 
 
@@ -106,15 +105,16 @@ def _result(what: str, result: object) -> dict:
     return result
 
 
-def _settle(outcome: Outcome, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
+def _settle(sent: Sent, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
     problem = _interruption(what, timed_out, cancel, timeout)
     if problem is not None:
         raise problem
-    if outcome.closed:
+    if sent.cancelled():
         raise McpError(f"{what}: the server went away")
-    if outcome.error is not None:
-        raise _error(what, outcome.error)
-    return _result(what, outcome.result)
+    try:
+        return _result(what, sent.result())
+    except PeerError as exc:
+        raise _error(what, exc.error) from None
 
 
 def _too_long(limit: int) -> McpError:
@@ -200,27 +200,27 @@ class StdioConnection(Connection):
         return self.proc.poll() is None and not self._endpoint.closed
 
     def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
-        pending = self._endpoint.request(method, params)
+        sent = self._endpoint.request(method, params)
         timed_out = threading.Event()
 
         def expire() -> None:
             timed_out.set()
-            pending.abandon()
+            sent.cancel()
 
         def cancelled() -> None:
-            pending.abandon()
-            self.notify("notifications/cancelled", {"requestId": pending.id, "reason": "cancelled by the user"})
+            sent.cancel()
+            self.notify("notifications/cancelled", {"requestId": sent.id, "reason": "cancelled by the user"})
 
         timer = threading.Timer(timeout, expire)
         timer.daemon = True
         timer.start()
         unsubscribe = cancel.subscribe(cancelled) if cancel is not None else (lambda: None)
         try:
-            outcome = pending.wait()
+            sent.settled()
         finally:
             timer.cancel()
             unsubscribe()
-        return _settle(outcome, method, timed_out, cancel, timeout)
+        return _settle(sent, method, timed_out, cancel, timeout)
 
     def notify(self, method: str, params: dict | None = None) -> None:
         self._endpoint.notify(method, params if params is not None else {})
