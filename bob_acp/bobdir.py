@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 NAME = ".bob"
-STATE = ("sessions/", "jobs/", "checkpoints/")
+STATE = ("sessions/", "jobs/", "checkpoints/", ".gitignore")  # (this file too: Bob writes it in every clone)
 GITIGNORE = ("# Bob's own state: not part of the project. (.bob/skills is: commit it to share the skills.)\n"
              + "".join(f"{entry}\n" for entry in STATE))
 OLD_GITIGNORE = "# Bob's own state (sessions): not part of the project\n*\n"  # (0.15 and before: everything)

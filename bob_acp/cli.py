@@ -29,8 +29,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(
         prog="bob-acp",
-        description="Bob, a bash-first coding agent, served over the Agent Client Protocol on stdio. "
-        "`bob-acp chat` is a terminal client for it (see `bob-acp chat --help`).",
+        description="Bob, a bash-first coding agent, served over the Agent Client Protocol on stdio: an editor "
+        "(Zed, JetBrains, Neovim, Emacs) starts it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="commands:\n"
+               "  bob-acp setup         choose a model and save its key: the one step before a first session\n"
+               "  bob-acp chat          talk to Bob in this terminal (bob-acp chat --demo: without a model)\n"
+               "  bob-acp <command> --help   that command's options",
     )
     parser.add_argument("--acp", action="store_true", help="serve ACP on stdio (the default; accepted for editors that pass it)")
     parser.add_argument("--config", metavar="PATH", help="configuration file (default: $BOB_CONFIG, else ~/.config/bob/config.yaml)")

@@ -18,6 +18,8 @@ from bob_acp.exceptions import ModelError
 from bob_acp.providers.base import Quiet
 
 if TYPE_CHECKING:
+    from typing import Callable
+
     from bob_acp.cancel import Cancel
     from bob_acp.providers.base import Provider, Usage
 
@@ -42,6 +44,7 @@ class Compression:
     seconds: float = 0.0
     usage: Usage | None = None  # what the summary's model call reported (its cost counts too)
     failed: bool = False  # the summary's model call failed (the history is kept as it was)
+    summary: str = ""  # the summary that replaced the older messages
 
 
 def estimate_tokens(messages: list[dict]) -> int:
@@ -92,13 +95,17 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(lines)
 
 
-def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel, model: str | None = None) -> Compression:
-    """Fold the turns older than the last `keep` into one summary. Cancelled propagates."""
+def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel, model: str | None = None,
+             on_start: Callable[[], None] | None = None) -> Compression:
+    """Fold the turns older than the last `keep` into one summary. Cancelled propagates.
+    `on_start()`: called once there is something to summarise, before the model is asked."""
     found = plan(messages, keep)
     if found is None:
         count = len(messages) - 1
         return Compression(False, messages, f"🗜️ nothing to compact: {count} message(s), no turn older than the last {keep}")
     old, kept = found
+    if on_start is not None:
+        on_start()
     started = time.monotonic()
     request = [history.system(SUMMARISER),
                history.user("Summarise this conversation so far:\n\n" + transcript(old))]
@@ -114,4 +121,4 @@ def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel
     seconds = time.monotonic() - started
     tokens = estimate_tokens(new)
     line = f"🗜️ compressed {len(old)} messages → 1 summary + {len(kept)} kept ({tokens:,} tokens, {seconds:.1f}s)"
-    return Compression(True, new, line, len(old), len(kept), tokens, seconds, reply.usage)
+    return Compression(True, new, line, len(old), len(kept), tokens, seconds, reply.usage, summary=text)

@@ -81,8 +81,13 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
     base_dir = os.path.dirname(source) if source else os.getcwd()
     values = _build(SCHEMA, raw, "", source or "<defaults>", base_dir)
     given = _given(raw)
+    # BOB_MODEL naming a `models:` entry's id picks that entry (it is the model a session starts
+    # with); any other value is `model.name`.
+    chosen = env.get("BOB_MODEL") or None
+    if chosen not in [entry.get("id") for entry in values["models"] if isinstance(entry, dict)]:
+        chosen = None
     for var, dotted in ENV_OVERRIDES.items():
-        if env.get(var):
+        if env.get(var) and not (chosen and var == "BOB_MODEL"):
             section, name = dotted.split(".")
             values[section][name] = _check(SCHEMA[section][name], env[var], dotted, f"${var}", base_dir)
             given.add(dotted)
@@ -108,7 +113,7 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
         problem = url_problem(values["model"]["baseUrl"])
         if problem:
             raise ConfigError(f"config key 'model.baseUrl' in {origin}: {problem}, got {_shown(values['model']['baseUrl'])}")
-    entries = _model_entries(values, given, where, base_dir)
+    entries = _model_entries(values, given, where, base_dir, chosen)
     if values["log"]["file"] is not None:
         problem = _log_file_problem(values["log"]["file"])
         if problem:
@@ -120,10 +125,12 @@ def _entry(model: dict[str, Any], entry_id: str | None = None) -> ModelEntry:
     return ModelEntry(_sections({"id": entry_id or model["name"], **model}, "model."))
 
 
-def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir: str) -> list[ModelEntry]:
+def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir: str,
+                   chosen: str | None = None) -> list[ModelEntry]:
     """The models a session can pick: `model:` (when the file sets it, or there is no `models:`)
     and then each `models:` entry, every one checked as `model:` is; ids unique. With `models:`
-    alone, its first entry is also what `model` reads."""
+    alone, its first entry is also what `model` reads. `chosen`: the id of the entry that comes
+    first instead (what `model` reads then), named by BOB_MODEL."""
     schema = ENTRY_SCHEMA
     entries: list[tuple[str, dict[str, Any]]] = []
     for index, raw in enumerate(values["models"]):
@@ -137,7 +144,14 @@ def _model_entries(values: dict[str, Any], given: set[str], where: str, base_dir
             raise ConfigError(f"config key '{dotted}.baseUrl' in {where}: {problem}, "
                               f"got {_shown(built['baseUrl'])}")
         entries.append((built.pop("id"), built))
-    if entries and not any(key == "model" or key.startswith("model.") for key in given):
+    if chosen is not None:
+        picked = next(entry for entry in entries if entry[0] == chosen)
+        entries.remove(picked)
+        if any(key == "model" or key.startswith("model.") for key in given):
+            entries.insert(0, (values["model"]["name"], values["model"]))
+        entries.insert(0, picked)
+        values["model"] = dict(picked[1])
+    elif entries and not any(key == "model" or key.startswith("model.") for key in given):
         values["model"] = dict(entries[0][1])  # `model` is the default entry
     else:
         entries.insert(0, (values["model"]["name"], values["model"]))

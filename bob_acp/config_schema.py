@@ -61,7 +61,8 @@ class ModelSettings(Section):
     provider: str = key("openai", "openai (chat completions) | openai-responses (the Responses API) | anthropic | "
                         "script; no usable provider: prompts are refused",
                         choices=("openai", "openai-responses", "anthropic", "script"), env="BOB_PROVIDER")
-    name: str = key("gpt-4.1-mini", "the model's name at the provider", env="BOB_MODEL")
+    name: str = key("gpt-4.1-mini", "the model's name at the provider ($BOB_MODEL naming the id of a models: entry "
+                                    "picks that entry instead)", env="BOB_MODEL")
     baseUrl: str | None = key(None, "null: the provider's official endpoint; e.g. http://127.0.0.1:11434/v1",
                               env="BOB_BASE_URL")
     apiKeyEnv: str | None = key(None, "the key's variable; null: OPENAI_API_KEY or ANTHROPIC_API_KEY by provider")

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from bob_acp import threads
+from bob_acp import __version__, threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 
@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 
 
 READ_CHUNK = 65536
+USER_AGENT = f"bob-acp/{__version__}"  # what servers and their logs see (a configured header wins)
+
+
+def new_session() -> requests.Session:
+    """A requests session that names Bob (not python-requests) to the servers it asks."""
+    import requests  # lazy: start-up never pays for it
+
+    session = requests.Session()
+    session.headers["User-Agent"] = USER_AGENT
+    return session
 
 
 def post(session: requests.Session, url: str, cancel: Cancel, on_abandon: Callable[[], None] | None = None, **kw: Any) -> Any:

@@ -213,9 +213,17 @@ class SessionStore:
             _seen[path] = _signature(path)
 
     def _make_folder(self) -> None:
-        """The sessions folder; the first folder Bob creates for it holds a .gitignore of `*`,
-        so Bob's state never shows in the project's `git status`."""
+        """The sessions folder, kept out of the project's `git status`: under `.bob/`, by the
+        .gitignore of Bob's folder (which leaves `.bob/skills` to be committed); elsewhere, by a
+        .gitignore of `*` in the first folder Bob creates for it."""
         if os.path.isdir(self.folder):
+            return
+        from bob_acp import bobdir
+
+        own = os.path.join(self.cwd, bobdir.NAME)
+        if self.folder.startswith(own.rstrip(os.sep) + os.sep):
+            bobdir.ensure(self.cwd)
+            os.makedirs(self.folder, exist_ok=True)
             return
         first = self.folder
         while not os.path.isdir(os.path.dirname(first)) and os.path.dirname(first) != first:

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_NO_ANSWER, EXIT_USAGE = 0, 1, 2
 KINDS = {
-    "openai": ("openai", "gpt-4.1-mini", "OpenAI"),
+    "openai": ("openai", "gpt-4.1-mini", "OpenAI (chat completions)"),
+    "openai-responses": ("openai-responses", "gpt-5-codex", "OpenAI, Responses API (its newest and reasoning models)"),
     "anthropic": ("anthropic", "claude-sonnet-4-5", "Anthropic"),
-    "openai-compatible": ("openai", "llama3.1", "an OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio, "
-                                                "OpenRouter)"),
+    "openai-compatible": ("openai", "", "an OpenAI-compatible server (Ollama, llama.cpp, vLLM, LM Studio, "
+                                        "OpenRouter)"),
 }
 LOCAL_DEFAULT_URL = "http://127.0.0.1:11434/v1"
 
@@ -81,8 +82,13 @@ def run(args: argparse.Namespace, env: dict, global_config: str | None) -> int:
         problem = config_module.url_problem(base_url)
         if problem:
             raise SetupError(f"the base URL {base_url!r}: {problem}")
-    model = args.model or ask.text("The model", default_model)
     key = _read_key(args, ask, base_url is None)
+    if args.model:
+        model = args.model
+    elif kind == "openai-compatible":
+        model = _served_model(base_url or LOCAL_DEFAULT_URL, key, ask)
+    else:
+        model = ask.text("The model", default_model)
     if key is None and base_url is None:
         variable = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
         if not env.get(variable):
@@ -122,6 +128,32 @@ def _check(cfg: Config, env: dict) -> int:
         print("the config is written; fix what the line above says and run `bob-acp setup` again "
               "(or `bob-acp --check`)")
     return EXIT_OK if answered else EXIT_NO_ANSWER
+
+
+def _served_model(base_url: str, key: str | None, ask: "Questions") -> str:
+    """The model to use at an OpenAI-compatible server, picked from those it lists (GET /models);
+    typed in when it lists none. Without a terminal: the first listed."""
+    from bob_acp.providers.http import endpoint_url
+    from bob_acp.providers.models import list_at
+
+    try:
+        served = list_at(endpoint_url(base_url, "/models"), {"Authorization": f"Bearer {key}"} if key else {})
+    except Exception as exc:  # (a server without the list, or not up yet: the name is typed)
+        print(f"the server at {base_url} lists no models ({_one_line(exc)})")
+        served = []
+    if not served:
+        if not ask.interactive:
+            raise SetupError(f"--model is needed: the server at {base_url} lists none")
+        return ask.text("The model (its name at the server)", "")
+    if not ask.interactive:
+        return served[0]
+    shown = served[:30]
+    more = f" (and {len(served) - len(shown)} more: type a name)" if len(served) > len(shown) else ""
+    return ask.choice(f"Which of the server's models?{more}", shown, shown, free=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 def _read_key(args: argparse.Namespace, ask: "Questions", official: bool) -> str | None:
@@ -173,11 +205,15 @@ def write_config(path: str, model: dict) -> None:
     if os.path.exists(path):
         try:
             with open(path, encoding="utf-8") as handle:
-                loaded = yaml.safe_load(handle)
+                text = handle.read()
+            loaded = yaml.safe_load(text)
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise SetupError(f"cannot read {path} to update it: {exc}") from None
         if isinstance(loaded, dict):
             data = loaded
+        if _has_comments(text):  # (a YAML writer keeps values, not comments: said, and the file kept)
+            atomic_write(path + ".bak", text.encode("utf-8"))
+            print(f"{path} has comments, which rewriting it drops: the file as it was is kept in {path}.bak")
     section = mapping(data.get("model"))
     for name in ("provider", "name", "baseUrl", "apiKeyFile", "apiKeyEnv"):
         section.pop(name, None)
@@ -187,13 +223,26 @@ def write_config(path: str, model: dict) -> None:
     atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8"))
 
 
+def _has_comments(text: str) -> bool:
+    """Whether a YAML text holds a comment (a `#` at a line's start or after a space, outside
+    quotes as far as one line shows)."""
+    import re
+
+    for line in text.splitlines():
+        unquoted = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "", line)
+        if unquoted.lstrip().startswith("#") or " #" in unquoted or "\t#" in unquoted:
+            return True
+    return False
+
+
 class Questions:
     """Questions on the terminal; without one, a missing answer is an error naming the flag."""
 
     def __init__(self, interactive: bool):
         self.interactive = interactive
 
-    def choice(self, question: str, values: list[str], labels: list[str]) -> str:
+    def choice(self, question: str, values: list[str], labels: list[str], free: bool = False) -> str:
+        """One of `values`, by its number or itself; `free`: any other text is taken as it is."""
         if not self.interactive:
             raise SetupError("--provider is needed without a terminal (" + ", ".join(values) + ")")
         print(question)
@@ -203,14 +252,16 @@ class Questions:
             answer = input(f"1-{len(values)}: ").strip()
             if answer.isdigit() and 1 <= int(answer) <= len(values):
                 return values[int(answer) - 1]
-            if answer in values:
+            if answer in values or (free and answer):
                 return answer
 
     def text(self, question: str, default: str) -> str:
         if not self.interactive:
             return default
-        answer = input(f"{question} [{default}]: ").strip()
-        return answer or default
+        while True:
+            answer = input(f"{question}" + (f" [{default}]" if default else "") + ": ").strip() or default
+            if answer:
+                return answer
 
 
 def _option(options: list[str], name: str) -> str | None:

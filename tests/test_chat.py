@@ -198,9 +198,23 @@ def test_a_cancelled_one_shot_exits_130(chat):
     finish(child, 130)
 
 
+def test_a_plan_is_shown_as_a_checklist_when_it_changes(bob_env, workdir, tmp_path):
+    steps = [{"content": "read the code", "priority": "high", "status": "completed"},
+             {"content": "write the fix", "priority": "high", "status": "in_progress"},
+             {"content": "run the tests", "priority": "medium", "status": "pending"}]
+    script = {"turns": [{"replies": [{"tool_calls": [{"name": "update_plan", "arguments": {"entries": steps}}]},
+                                     {"tool_calls": [{"name": "update_plan", "arguments": {"entries": steps}}]},
+                                     {"text": "planned"}]}]}
+    write_config(tmp_path, script, {"tools": {"plan": True}})
+    proc = piped(["plan it", "--yes"], bob_env, workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "plan:\n  [x] read the code\n  [>] write the fix\n  [ ] run the tests\n" in proc.stdout
+    assert proc.stdout.count("\nplan:\n") == 1  # the same plan again is not shown twice
+
+
 # ---- line editing, history, a paste ---------------------------------------------------------------
 
-def test_up_recalls_the_last_prompt(chat):
+def test_up_recalls_the_last_prompt(chat, bob_env):
     child = chat([], TOOLS)
     child.expect("you> ")
     child.sendline("count")
@@ -213,6 +227,8 @@ def test_up_recalls_the_last_prompt(chat):
     assert "^[[A" not in child.before
     child.sendline("/quit")
     finish(child)
+    saved = os.path.join(bob_env["HOME"], ".local", "state", "bob", "chat-history")
+    assert os.stat(saved).st_mode & 0o777 == 0o600  # (what was typed or pasted: its owner's alone)
 
 
 def test_a_paste_makes_one_turn(chat, workdir, tmp_path):
@@ -294,6 +310,14 @@ def test_json_without_a_terminal_needs_yes_or_no(bob_env, tmp_path, workdir):
     write_config(tmp_path, TOOLS)
     proc = piped(["--json", "do the work"], bob_env, workdir)
     assert proc.returncode == 2 and "--json needs --yes or --no" in proc.stderr and proc.stdout == ""
+
+
+def test_the_demo_without_a_terminal_says_which_steps_it_skipped(bob_env, workdir):
+    proc = piped(["--demo"], bob_env, workdir)
+    lines = proc.stdout.splitlines()
+    assert lines[-1].startswith("The demo skipped 4 step(s), rejected because there was no terminal to ask on: "
+                                "bash: pwd && ls -la; write_file: hello.py; edit_file: hello.py; bash: python3 "
+                                "hello.py. Nothing of them ran"), proc.stdout
 
 
 def test_without_a_terminal_a_tool_call_is_rejected_saying_why(bob_env, tmp_path, workdir):

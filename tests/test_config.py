@@ -80,6 +80,23 @@ def test_env_overrides_the_three_model_keys(tmp_path):
     assert (cfg.model.provider, cfg.model.name, cfg.model.baseUrl) == ("openai", "qwen", "http://127.0.0.1:8080/v1")
 
 
+def test_bob_model_naming_an_entry_picks_that_entry(tmp_path):
+    """An editor's snippet sets BOB_MODEL: naming an entry of `models:` it starts sessions with that
+    entry (its provider, URL and key too); any other name is model.name, as before."""
+    models = ("models:\n"
+              "  - {id: fast, provider: openai, name: gpt-4.1-mini}\n"
+              "  - {id: local, provider: openai, name: qwen3, baseUrl: 'http://127.0.0.1:11434/v1'}\n")
+    path = write(tmp_path, models)
+    cfg = config.load(path, env={"BOB_MODEL": "local"})
+    assert [e.id for e in cfg.entries] == ["local", "fast"]
+    assert (cfg.model.name, cfg.model.baseUrl) == ("qwen3", "http://127.0.0.1:11434/v1")
+    both = write(tmp_path, "model: {provider: anthropic, name: claude-x}\n" + models, "both.yaml")
+    cfg = config.load(both, env={"BOB_MODEL": "local"})
+    assert [e.id for e in cfg.entries] == ["local", "claude-x", "fast"] and cfg.model.name == "qwen3"
+    cfg = config.load(both, env={"BOB_MODEL": "claude-y"})  # not an entry: the name of `model:`
+    assert [e.id for e in cfg.entries] == ["claude-y", "fast", "local"] and cfg.model.provider == "anthropic"
+
+
 def test_a_bad_env_override_names_the_variable():
     with pytest.raises(ConfigError, match=r"model.provider.*\$BOB_PROVIDER"):
         config.load(None, env={"BOB_PROVIDER": "gemini", "XDG_CONFIG_HOME": "/nonexistent"})
@@ -195,3 +212,10 @@ def test_a_misspelt_key_is_a_type_error_for_mypy_too():
 
     assert "name" in Model.__annotations__ and "nmae" not in Model.__annotations__
     assert isinstance(config.defaults().model, Model)
+
+
+@pytest.mark.parametrize("written", ["off", "false", "no", "'off'"])
+def test_the_sandbox_off_as_yaml_reads_an_unquoted_off(tmp_path, written):
+    """YAML 1.1 reads an unquoted `off` as false: `tools.sandbox: off` means off all the same."""
+    path = write(tmp_path, f"tools: {{sandbox: {written}}}\n")
+    assert config.load(path, env={}).tools.sandbox == "off"

@@ -196,3 +196,9 @@ def test_a_template_with_one_field_is_filled_in_the_console_line():
     assert line.endswith("] [acp] session s-1: cancel after the turn answered: nothing to cancel")
     fields = {"event": "[acp] turn done: {commands} command(s)", "commands": 2, "session": "s-1", "level": "info"}
     assert '"session":"s-1"' in log._json_renderer(None, "info", log._fill_processor(None, "info", fields))
+
+
+def test_help_names_the_commands_a_newcomer_needs(bob_env):
+    shown = subprocess.run(bob_command() + ["--help"], env=bob_env, capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0
+    assert "bob-acp setup" in shown.stdout and "bob-acp chat" in shown.stdout

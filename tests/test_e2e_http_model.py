@@ -51,6 +51,9 @@ def test_anthropic_turn(bob_http, server, workdir):
     second = server.requests[1]["body"]
     assert second["messages"][-1]["content"][0]["type"] == "tool_result"
     assert server.requests[0]["headers"]["x-api-key"] == KEY and KEY not in bob.stderr()
+    from bob_acp import __version__
+
+    assert {r["headers"]["User-Agent"] for r in server.requests} == {f"bob-acp/{__version__}"}
 
 
 def test_401_fails_the_turn_with_one_line_and_keeps_history(bob_http, server):

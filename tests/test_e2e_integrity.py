@@ -171,11 +171,16 @@ def test_a_second_process_on_the_session_makes_a_fork_the_user_is_told_about(bob
     assert len(sessions_of(workdir)) == 2
 
 
-def test_bobs_folder_stays_out_of_git(bob_script, workdir):
+def test_bobs_state_stays_out_of_git_and_its_skills_can_be_committed(bob_script, workdir):
     subprocess.run(["git", "init", "-q", str(workdir)], check=True)
+    skill = workdir / ".bob" / "skills" / "deploy" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: deploy\ndescription: How this team deploys.\n---\nRun make deploy.\n")
     bob = bob_script([{"replies": [{"text": "hi"}]}])
     sid = bob.new_session()
     bob.prompt(sid, "hello")
+    assert (workdir / ".bob" / "sessions" / f"{sid}.json").exists()
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=workdir,
                             capture_output=True, text=True, check=True).stdout
-    assert ".bob" not in status and os.path.exists(workdir / ".bob" / ".gitignore")
+    shown = [line for line in status.splitlines() if not line.endswith("bob-stderr.log")]  # (the test's own log)
+    assert shown == ["?? .bob/skills/deploy/SKILL.md"] and os.path.exists(workdir / ".bob" / ".gitignore")

@@ -310,6 +310,7 @@ def test_model_names_a_server_lists_are_bounded_and_without_controls(spawn_bob, 
     offered = [o["value"] for o in result["configOptions"][0]["options"]]
     assert "good-model" in offered and "fine-2" in offered
     assert not any(name in offered for name in names[1:5])
+    assert server.gets[0]["headers"]["User-Agent"] == f"bob-acp/{__version__}"  # (not python-requests)
 
 
 # ---- 9. one line, never a traceback ----------------------------------------------------------------------

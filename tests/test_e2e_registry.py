@@ -166,7 +166,10 @@ def test_the_registry_manifest_names_this_version_and_the_full_profile():
     with open(os.path.join(root, "agent.json"), encoding="utf-8") as handle:
         manifest = json.load(handle)
     from bob_acp import __version__
-    assert manifest["id"] == "bob" and manifest["version"] == __version__
+    # The registry's folder is the id; "bob" is IBM Bob's, so the id is the package's own name, and
+    # the name shown in an editor's list of agents is not IBM Bob's "Bob".
+    assert manifest["id"] == "bob-acp" and manifest["version"] == __version__
+    assert manifest["name"].strip().lower() not in ("bob", "ibm bob") and "bob-acp" in manifest["name"]
     uvx = manifest["distribution"]["uvx"]
     assert uvx["package"] == f"bob-acp=={__version__}"  # its console script is the package's name
     assert uvx["args"][:2] == ["--profile", "full"]
@@ -282,3 +285,48 @@ def test_without_the_key_an_image_block_is_ignored_as_before(spawn_bob, server):
         {"type": "text", "text": "hi"}, {"type": "image", "mimeType": "image/tiff", "data": "??"}]})
     assert response["result"]["stopReason"] == "end_turn"
     assert server.requests[-1]["body"]["messages"][-1] == {"role": "user", "content": "hi"}
+
+
+def test_setup_picks_from_the_models_a_server_lists_and_offers_the_responses_api(bob_env, tmp_path, server):
+    """On a terminal: the providers (the Responses API among them), then an OpenAI-compatible
+    server's own models (GET /models) to pick from, not a name to guess; the config's comments are
+    said to go and kept in a copy."""
+    import pexpect
+
+    server.models = ["qwen3-coder", "llama3.1"]
+    server.enqueue(server.openai_text("ok"))
+    config = tmp_path / "config.yaml"
+    config.write_text("# my notes on this setup\nlog: {level: debug}  # while trying\n")
+    child = pexpect.spawn(bob_command()[0], bob_command()[1:] + ["setup", "--config", str(config)],
+                          env=bob_env, encoding="utf-8", timeout=30)
+    try:
+        child.expect("Where does the model run")
+        child.expect(r"2\) OpenAI, Responses API")
+        child.sendline("4")
+        child.expect("The server's URL")
+        child.sendline(server.url + "/v1")
+        child.expect("API key")
+        child.sendline("")
+        child.expect("Which of the server's models")
+        child.expect(r"1\) llama3\.1")
+        child.expect(r"2\) qwen3-coder")
+        child.sendline("2")
+        child.expect("has comments, which rewriting it drops")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0, child.before
+    written = yaml.safe_load(config.read_text())
+    assert written["model"] == {"provider": "openai", "name": "qwen3-coder", "baseUrl": server.url + "/v1"}
+    assert written["log"] == {"level": "debug"}
+    assert (tmp_path / "config.yaml.bak").read_text().startswith("# my notes on this setup\n")
+    assert server.gets[0]["path"] == "/v1/models"
+    without_terminal = run_setup(["--provider", "openai-compatible", "--base-url", server.url + "/v1", "--no-check",
+                                  "--config", str(tmp_path / "second.yaml")], bob_env)
+    assert without_terminal.returncode == 0, without_terminal.stderr
+    assert yaml.safe_load((tmp_path / "second.yaml").read_text())["model"]["name"] == "llama3.1"  # the first listed
+    responses = run_setup(["--provider", "openai-responses", "--key-stdin", "--no-check", "--config",
+                           str(tmp_path / "third.yaml")], bob_env, stdin="sk-responses-0123456789\n")
+    assert responses.returncode == 0, responses.stderr
+    assert yaml.safe_load((tmp_path / "third.yaml").read_text())["model"]["provider"] == "openai-responses"
+    assert "has comments" not in responses.stdout

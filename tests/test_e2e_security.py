@@ -103,7 +103,8 @@ def test_allow_edits_runs_unasked_only_inside_the_project(scripted, workdir, tmp
                              {"text": "done"}]}], config={"permissions": {"mode": "allow-edits"}})
     asked = []
     bob.prompt(sid, "go", answer=lambda r: asked.append(r["params"]["toolCall"]["title"]) or allow(r))
-    assert asked == [f"write_file: {p}" for p in paths[1:]] + ["read_file: ../outside.txt"]
+    shown = {"link/.bashrc": f"link/.bashrc (a link to {tmp_path / 'home' / '.bashrc'})"}  # where it leads, said
+    assert asked == [f"write_file: {shown.get(p, p)}" for p in paths[1:]] + ["read_file: ../outside.txt"]
     assert (workdir / "inside.txt").read_text() == "x\n"
 
 
@@ -286,3 +287,20 @@ def test_a_project_skill_linking_outside_the_project_is_not_read(scripted, workd
     output = [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u][0]
     assert "THE PRIVATE TEXT" not in output and "no skill named 'notes'" in output
     bob.wait_stderr("links outside the project")
+
+
+def test_a_question_about_a_file_behind_a_link_names_where_the_link_leads(scripted, workdir, tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "profile").write_text("export PATH=/usr/bin\n")
+    (workdir / "notes.txt").symlink_to(outside / "profile")
+    (workdir / "plain.txt").write_text("plain\n")
+    turns = [{"replies": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "notes.txt", "content": "x\n"}}]},
+                          {"tool_calls": [{"name": "write_file", "arguments": {"path": "plain.txt", "content": "y\n"}}]},
+                          {"text": "done"}]}]
+    bob, sid = scripted(turns)
+    asked = []
+    bob.prompt(sid, "go", answer=lambda request: asked.append(request["params"]["toolCall"]["title"]) or {
+        "outcome": {"outcome": "selected", "optionId": "reject"}})
+    assert asked == [f"write_file: notes.txt (a link to {outside / 'profile'})", "write_file: plain.txt"]
+    assert (outside / "profile").read_text() == "export PATH=/usr/bin\n"

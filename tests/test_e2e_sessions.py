@@ -123,6 +123,32 @@ def test_commands_without_a_model_never_reach_one(spawn_bob):
     assert message_text(frames) == "🆕 New session: 0 message(s) forgotten."
 
 
+def test_without_a_model_the_history_answers_and_only_what_needs_the_model_asks_for_sign_in(spawn_bob, workdir):
+    """The full profile with no model yet (acp.auth): a registry probe or agent-shell lists, closes
+    and deletes sessions; new, load, resume and prompt answer "authentication required"."""
+    sid = "20260101-000000-0000abcd"
+    folder = workdir / ".bob" / "sessions"
+    folder.mkdir(parents=True)
+    saved = {"version": 3, "id": sid, "cwd": str(workdir), "title": "an old talk", "createdAt": "2026-01-01T00:00:00Z",
+             "updatedAt": "2026-01-01T00:00:00Z", "generation": 1, "choices": {}, "turns": 1,
+             "messages": [history.system("s"), history.user("an old talk"), history.assistant("yes")]}
+    (folder / f"{sid}.json").write_text(json.dumps(saved))
+    bob = spawn_bob({"acp": {"auth": True, "sessionHistory": True}, "sessions": {"enabled": True}})
+    bob.initialize()
+    listed = bob.result("session/list", {"cwd": str(workdir)})["sessions"]
+    assert [(s["sessionId"], s["title"]) for s in listed] == [(sid, "an old talk")]
+    closed, _ = bob.call("session/close", {"sessionId": sid})  # (not open in this process: said so, not "sign in")
+    assert closed["error"]["code"] == -32602 and "session not found" in closed["error"]["message"]
+    for method, params in (("session/new", {"cwd": str(workdir), "mcpServers": []}),
+                           ("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []}),
+                           ("session/resume", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []}),
+                           ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})):
+        response, _ = bob.call(method, params)
+        assert response["error"]["code"] == -32000, (method, response)
+    assert bob.result("session/delete", {"sessionId": sid, "cwd": str(workdir)}) == {}
+    assert not (folder / f"{sid}.json").exists() and bob.result("session/list", {"cwd": str(workdir)})["sessions"] == []
+
+
 def test_load_replays_everything_then_commands_then_answers(bob_with_sessions, workdir):
     bob = bob_with_sessions()
     sid = bob.new_session()

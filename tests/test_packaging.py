@@ -24,10 +24,17 @@ def test_version():
     assert bob_acp.__version__ == "0.15.0"
 
 
-def test_shipped_skills_are_installed_with_the_package():
-    from bob_acp import shipped_skills
+def test_shipped_skills_are_installed_with_the_package(tmp_path):
+    """Asked of the installed package, in a Python of its own started away from the checkout (-I:
+    neither the current folder nor PYTHONPATH), whatever this process imported before and from where."""
+    import subprocess
+    import sys
 
-    folder = os.path.dirname(shipped_skills.__file__)
+    found = subprocess.run([sys.executable, "-I", "-c", "import os; from bob_acp import shipped_skills; "
+                            "print(os.path.dirname(shipped_skills.__file__))"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    folder = found.stdout.strip()
     for name in ("bg-jobs", "greetings", "vulcan-salute"):
         assert os.path.isfile(os.path.join(folder, name, "SKILL.md")), name
 

@@ -252,6 +252,7 @@ def test_file_tools_read_and_write_through_the_editor(tmp_path, bob_env, workdir
                                                             "new_string": "edited"}}]},
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "new.py", "content": "made\n"}}]},
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "other.py"}}]},
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "other.py", "content": "replaced\n"}}]},
         {"text": "done"}]}]}))
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"provider": "script", "script": str(script)},
                                                           "tools": {"clientFs": True}}))
@@ -276,3 +277,52 @@ def test_file_tools_read_and_write_through_the_editor(tmp_path, bob_env, workdir
              for c in u.content if c.type == "diff"]
     assert diffs[0].old_text == "value = 2  # unsaved\n" and diffs[0].new_text == "value = 2  # edited\n"
     assert ("write", str(app), "value = 2  # edited\n") in client.requests
+    # Each call asks the editor for a file at most once (one read each of the read_file calls, one
+    # for the edit, one for the overwrite), and never for a file the disk does not have.
+    reads = [r[1] for r in client.requests if r[0] == "read"]
+    assert reads == [str(app), str(app), str(other), str(other)]
+    assert client.buffers[str(other)] == "replaced\n"
+
+
+def test_fork_through_the_sdk_client_copies_the_history_into_a_session_of_its_own(tmp_path, bob_env, workdir, caplog):
+    """acp.fork (the full profile): the official client's fork_session; the fork answers as the
+    unstable schema has it, holds the conversation so far under its own id, file and title, and
+    the original goes on without what the fork was told."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": [{"match": "remember", "replies": [{"text": "I will."}]},
+                                                {"replies": [{"text": "noted"}]}]}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({
+        "model": {"provider": "script", "script": str(script)}, "sessions": {"enabled": True},
+        "acp": {"fork": True, "sessionHistory": True}}))
+    client = RecordingClient([])
+
+    async def body(conn):
+        init = await conn.initialize(protocol_version=1)
+        assert init.agent_capabilities.session_capabilities.fork is not None
+        opened = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        original = opened.session_id
+        await conn.prompt(session_id=original, prompt=[schema.TextContentBlock(type="text", text="remember the plan")])
+        fork = await conn.fork_session(session_id=original, cwd=str(workdir), mcp_servers=[])
+        assert fork.session_id != original and (fork.modes, fork.config_options) == (opened.modes, opened.config_options)
+        await conn.prompt(session_id=fork.session_id, prompt=[schema.TextContentBlock(type="text", text="only the fork")])
+        listed = {s.session_id: s.title for s in (await conn.list_sessions(cwd=str(workdir))).sessions}
+        return original, fork.session_id, listed
+
+    original, forked, listed = run(bob_env, str(workdir), client, body, caplog)
+    assert listed == {original: "remember the plan", forked: "remember the plan (fork)"}
+    assert any(type(u).__name__ == "SessionInfoUpdate" and u.title == "remember the plan (fork)" for u in client.updates)
+
+    def users(sid):
+        saved = yaml.safe_load((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
+        return [m["content"][0]["text"] for m in saved["messages"] if m["role"] == "user"]
+
+    assert users(original) == ["remember the plan"]
+    assert users(forked) == ["remember the plan", "only the fork"]
+
+
+def test_the_default_profile_has_no_fork(spawn_bob, workdir):
+    bob = spawn_bob({"sessions": {"enabled": True}})
+    init = bob.initialize()
+    assert "fork" not in init["agentCapabilities"].get("sessionCapabilities", {})
+    response, _ = bob.call("session/fork", {"sessionId": "20260101-000000-00000001", "cwd": str(workdir)})
+    assert response["error"]["code"] == -32601

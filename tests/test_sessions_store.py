@@ -57,7 +57,8 @@ def test_save_and_load_round_trip_keeping_created_at(tmp_path):
     assert loaded.messages == history.repaired(conversation())
     assert loaded.created_at == first["createdAt"] and loaded.updated_at > first["updatedAt"]
     assert os.listdir(tmp_path / ".bob" / "sessions") == [f"{sid}.json"]
-    assert (tmp_path / ".bob" / ".gitignore").read_text().endswith("*\n")  # Bob's folder stays out of git
+    ignored = (tmp_path / ".bob" / ".gitignore").read_text().splitlines()  # Bob's state stays out of git,
+    assert "sessions/" in ignored and "*" not in ignored  # its skills can be committed
 
 
 def test_what_is_saved_or_loaded_is_always_a_history_an_api_accepts(tmp_path):
@@ -203,3 +204,15 @@ def test_a_version_2_file_loads_its_user_messages_as_parts_and_saves_as_version_
     again = orjson.loads(open(store.path_for(sid), "rb").read())
     assert again["version"] == 3 and again["messages"][1] == loaded.messages[1]
     assert store.load(sid).messages == loaded.messages
+
+
+def test_the_gitignore_of_an_earlier_bob_is_brought_up_to_date_and_a_users_own_left_alone(tmp_path):
+    from bob_acp import bobdir
+
+    old, mine = tmp_path / "old", tmp_path / "mine"
+    for root, text in ((old, bobdir.OLD_GITIGNORE), (mine, "sessions/\nnotes/\n")):
+        (root / ".bob").mkdir(parents=True)
+        (root / ".bob" / ".gitignore").write_text(text)
+        bobdir.ensure(str(root))
+    assert (old / ".bob" / ".gitignore").read_text() == bobdir.GITIGNORE  # (0.15's `*` hid the skills too)
+    assert (mine / ".bob" / ".gitignore").read_text() == "sessions/\nnotes/\n"

@@ -103,4 +103,4 @@ class Opener:
             return
         problems, session.mcp.problems = session.mcp.problems, []
         for line in problems:
-            self.channel.update(session.id, p.agent_chunk(f"⚠️ {line}\n"))
+            self.channel.notice(session.id, line)

@@ -114,6 +114,20 @@ def notice(title: str, description: str | None = None, severity: str = "warning"
     return frame
 
 
+def compaction_update(compaction_id: str, status: str, error: str | None = None) -> dict:
+    """A `compaction_update` (only to a client that advertised `session.compaction`)."""
+    frame: dict = {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": status}
+    if error:
+        frame["error"] = bounded(error)
+    return frame
+
+
+def compaction_summary_chunk(compaction_id: str, text: str) -> dict:
+    """A piece of a compaction's summary (only to a client that advertised `session.compaction`)."""
+    return {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id,
+            "content": {"type": "text", "text": bounded(text)}}
+
+
 def session_info_update(title: str | None = None, updated_at: str | None = None) -> dict:
     frame: dict = {"sessionUpdate": "session_info_update"}
     if title is not None:

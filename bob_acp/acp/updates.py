@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from bob_acp.acp import protocol as p
@@ -50,6 +51,7 @@ class TurnSink:
         # Zed's display-only terminal (_meta), unless commands run in the editor's own terminals.
         client = session.conv.client
         self.terminal = channel.capabilities.terminal_output and not (client is not None and client.can_run)
+        self._compression_failure_told = False
 
     def send(self, update: dict) -> None:
         # While the client is not reading, the turn waits for room; a cancelled turn stops waiting.
@@ -67,6 +69,28 @@ class TurnSink:
         if self.channel.capabilities.retry_events:
             self.channel.notify(p.RETRY_EVENT, {"sessionId": self.sid, "attempt": attempt, "delay": round(delay, 3),
                                                 "reason": why}, self.cancel.is_set)
+        if self.channel.capabilities.notices:
+            self.send(p.notice(f"The model call is retried in {delay:.1f} s (retry {attempt})", why, "warning"))
+
+    def compaction(self, compaction_id: str, status: str, automatic: bool, summary: str = "",
+                   error: str = "") -> None:
+        """To a client that follows compactions: each step. To one that shows notices: how it
+        ended. To any other: an automatic compression that failed, once a turn (a /compact says
+        its own outcome)."""
+        capabilities = self.channel.capabilities
+        if capabilities.compaction:
+            if summary:
+                self.send(p.compaction_summary_chunk(compaction_id, summary))
+            self.send(p.compaction_update(compaction_id, status, error or None))
+        elif capabilities.notices and status == "completed":
+            what = "The conversation so far was summarised" + (" (it neared the context window)" if automatic else "")
+            self.send(p.notice(what, None, "info"))
+        elif capabilities.notices and status == "failed":
+            self.send(p.notice("The conversation could not be summarised; it is kept whole", error, "warning"))
+        elif automatic and status == "failed" and not self._compression_failure_told:
+            self._compression_failure_told = True
+            self.text(f"⚠️ The history is near the context window and automatic compression failed ({error}); "
+                      "the history is kept whole.\n", str(uuid.uuid4()))
 
     def usage(self, used: int, size: int, cost: float | None) -> None:
         self.send(p.usage_update(used, size, cost))

@@ -87,6 +87,7 @@ class Chat:
         self._last_message = None
         self.last_interrupt = 0.0  # when a Ctrl-C last cancelled a turn
         self.mcp_servers: list[dict] = []  # chat.mcpServers of Bob's config
+        self.skipped: list[str] = []  # the calls rejected because there was no terminal to ask on
         self.choices = Choices(self)
 
     @staticmethod
@@ -206,6 +207,7 @@ class Chat:
                 self.screen.write(self.screen.diff(*change))
         if not self.asker.can_ask:
             self.screen.line(f"  rejected {title}: there is no terminal to ask on (--yes allows every call)", "yellow")
+            self.skipped.append(title)
         choice, reason = self.asker.ask(title, scope, self.screen.paint)
         if self.asker.yes:
             self.screen.line(f"  allowed (--yes): {title}", "dim")
@@ -387,6 +389,11 @@ def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
             screen.line(f"Demo: a scripted model, working in {chat.cwd}. Bob asks before it runs a command or "
                         "writes a file: answer y (yes once) or a (always).", "dim")
         stop = chat.turn(args.prompt or "Show me what you can do.")
+        if args.demo and chat.skipped:  # (the script's words go on as if each step ran: they did not)
+            screen.line(f"The demo skipped {len(chat.skipped)} step(s), rejected because there was no terminal to "
+                        f"ask on: {'; '.join(chat.skipped)}. Nothing of them ran, whatever the script said after. "
+                        "Run `bob-acp chat --demo` in a terminal to answer each, or add --yes to allow them all.",
+                        "yellow")
         return EXIT_OK if stop == "end_turn" else EXIT_CANCELLED if stop == "cancelled" else EXIT_FAILED
     screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(args, chat.agent.env)}. /help lists the "
                 "commands; /quit or Ctrl-D leaves.", "dim")

@@ -92,16 +92,22 @@ def load_history(path: str) -> list[str]:
 
 
 def save_history(path: str, entries: list[str]) -> None:
+    """The prompts, readable by their owner alone (they can hold what was pasted: tokens, logs)."""
     import json
 
+    temp = f"{path}.{os.getpid()}.tmp"
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        temp = f"{path}.{os.getpid()}.tmp"
-        with open(temp, "w", encoding="utf-8") as handle:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)  # (a temp file left by a crash had other bits: these, now)
             handle.write("".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries))
         os.replace(temp, path)
     except OSError:
-        pass
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
 
 
 def _more_waiting() -> bool:

@@ -51,6 +51,7 @@ class Screen:
         self._streaming: str | None = None  # "text" or "thought": what the current line holds
         self.shown_diffs: dict[str, tuple] = {}  # toolCallId -> the proposed change already shown
         self._usage: dict | None = None  # the last usage_update, shown once the turn ends
+        self._last_plan: list[tuple[str, str]] = []  # the plan as last shown
 
     def paint(self, text: str, *styles: str) -> str:
         if not self.colour or not styles:
@@ -126,6 +127,22 @@ class Screen:
             self._tool_update(update)
         elif kind == "usage_update":
             self._usage = update
+        elif kind == "plan":
+            self._plan(update)
+
+    def _plan(self, update: dict) -> None:
+        """The plan as a checklist, each time it changes (an update holds the whole plan)."""
+        entries = [e for e in update.get("entries") or [] if isinstance(e, dict)]
+        shown = [(str(e.get("status", "pending")), visible.line(str(e.get("content", "")))) for e in entries]
+        if shown == self._last_plan:
+            return
+        self._last_plan = shown
+        self._end_tail()
+        self.end_stream()
+        self.line("plan:", "bold")
+        for status, content in shown:
+            mark, colour = {"completed": ("[x]", "dim"), "in_progress": ("[>]", "yellow")}.get(status, ("[ ]", None))
+            self.line(f"  {mark} {content}", *((colour,) if colour else ()))
 
     def usage_line(self) -> None:
         usage = self._usage

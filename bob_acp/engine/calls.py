@@ -36,7 +36,7 @@ def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, ws: Works
         return Call(ref, name, arguments, None, clean(f"{name}: unknown tool"), "execute", [], name)
     grant: str | None
     try:
-        title, locations = tool.title(arguments), tool.locations(arguments, ws)
+        title, locations = tool.title_in(arguments, ws), tool.locations(arguments, ws)
         # (a grant of an unconfined command covers that command alone, whatever allowAlways says)
         grant = tool.grant(arguments, ws) if per_command or tool.exact(arguments) else tool.grant_key
     except Exception:  # arguments of the wrong shape: the tool's own run() will say so

@@ -70,6 +70,10 @@ class Sink(Protocol):
     def tool_finished(self, call: Call, result: ToolResult) -> None: ...
     def plan(self, entries: list[dict]) -> None: ...
     def usage(self, used: int, size: int, cost: float | None) -> None: ...
+    # A compression of the history: in_progress, then completed (with its summary), failed (with
+    # why) or cancelled; `automatic`: started by Bob near the context window, not by /compact.
+    def compaction(self, compaction_id: str, status: str, automatic: bool, summary: str = "",
+                   error: str = "") -> None: ...
 
 
 # A reported count past these is taken for a server's garbage (one log line; no cost from it):
@@ -190,6 +194,11 @@ class Engine:
             conv.mode = "ask"
         elif broad is not None and self.cfg.tools.sandbox != "off":  # (its commands run without the sandbox)
             conv.notices.append(f"{conv.unoffered['allow-edits'][0].upper()}{conv.unoffered['allow-edits'][1:]}.")
+        if conv.sandbox is not None and conv.sandbox.refusal() is not None:
+            conv.notices.append(f"The sandbox (tools.sandbox: {self.cfg.tools.sandbox}) cannot be had here "
+                                f"({conv.sandbox.partial() or 'this kernel has no Landlock'}): this session's commands "
+                                "are refused unless run unconfined, which asks you each time. tools.sandbox: "
+                                "best-effort runs them with what this machine offers.")
         return conv
 
     def reset(self, conv: Conversation) -> list[dict]:
@@ -204,8 +213,7 @@ class Engine:
         option = self.models.pick(conv.model)
         if option.entry.provider is None:
             return "[compact: failed, history kept: no model is configured]"
-        outcome = compress.compress(self._sent(conv, option), option.entry.provider, self.cfg.context.keepLastTurns,
-                                    cancel, model=option.name)
+        outcome = self._compress(conv, option, self.cfg.context.keepLastTurns, sink, cancel, automatic=False)
         if outcome.usage is not None:
             conv.cost += self._price(outcome.usage, option)
         if outcome.changed:
@@ -407,7 +415,7 @@ class Engine:
             return  # (after a failure it is tried once more in the turn, then no more: each try is paid for)
         # The turn under way is always kept whole: its question must reach the model.
         keep = max(self.cfg.context.keepLastTurns, 1)
-        outcome = compress.compress(self._sent(conv, option), provider, keep, cancel, model=option.name)
+        outcome = self._compress(conv, option, keep, sink, cancel, automatic=True)
         if outcome.usage is not None:
             conv.cost += self._price(outcome.usage, option)
         if outcome.changed:
@@ -418,10 +426,31 @@ class Engine:
             self.log.info(f"[acp] automatic compression — {outcome.line}")
         if outcome.failed:
             tries.failed += 1
-            if tries.failed == 1:
-                sink.text(f"⚠️ The history is near the context window and automatic compression failed "
-                          f"({outcome.line.removeprefix('[compact: failed, history kept: ').rstrip(']')}); "
-                          "the history is kept whole.\n", new_message_id())
+
+    def _compress(self, conv: Conversation, option: Option, keep: int, sink: Sink, cancel: Cancel,
+                  automatic: bool) -> compress.Compression:
+        """compress.compress, its course told to the sink (once there is something to summarise)."""
+        compaction_id = str(uuid.uuid4())
+        started = []
+
+        def start() -> None:
+            started.append(True)
+            sink.compaction(compaction_id, "in_progress", automatic)
+
+        assert option.entry.provider is not None
+        try:
+            outcome = compress.compress(self._sent(conv, option), option.entry.provider, keep, cancel,
+                                        model=option.name, on_start=start)
+        except Cancelled:
+            if started:
+                sink.compaction(compaction_id, "cancelled", automatic)
+            raise
+        if started and outcome.changed:
+            sink.compaction(compaction_id, "completed", automatic, summary=outcome.summary)
+        elif started:
+            why = outcome.line.removeprefix("[compact: failed, history kept: ").rstrip("]")
+            sink.compaction(compaction_id, "failed", automatic, error=why)
+        return outcome
 
     def _settle(self, conv: Conversation, question: dict, cancel: Cancel) -> None:
         """Leave a valid history: every tool call answered; a question with no answer removed."""

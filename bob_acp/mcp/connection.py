@@ -262,12 +262,10 @@ class HttpConnection(Connection):
     Mcp-Session-Id the server gives kept for every later request, DELETE at the end."""
 
     def __init__(self, name: str, url: str, headers: dict[str, str], log: Logger):
-        import requests  # lazy: only sessions with HTTP servers pay for it
-
         self.name = name
         self.url = url
         self._log = log
-        self._http = requests.Session()
+        self._http = httpio.new_session()
         self._headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                          **headers}
         self._ids = 0

@@ -49,9 +49,7 @@ class SessionPool:
         with self._lock:
             session = self._free.pop() if self._free else None
         if session is None:
-            import requests  # lazy: start-up never pays for it
-
-            session = requests.Session()
+            session = httpio.new_session()
             session.max_redirects = MAX_REDIRECTS
         lease = Lease(session)
         try:

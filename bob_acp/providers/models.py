@@ -116,17 +116,23 @@ def _scrubbed(text: str, entry: Entry) -> str:
 
 
 def list_models(entry: Entry) -> list[str]:
+    """The names the server of a configured model lists (list_at)."""
+    wire = getattr(entry.provider, "wire", None)
+    if wire is None:
+        raise ValueError(f"provider {entry.settings.provider} has no server to ask")
+    return list_at(wire.models_url, {k: v for k, v in wire.headers.items() if k.lower() not in ("content-type", "accept")})
+
+
+def list_at(models_url: str, headers: dict[str, str]) -> list[str]:
     """The names at GET <baseUrl>/models (OpenAI's shape: {"data": [{"id": …}]}, which Ollama,
-    vLLM, llama.cpp and LM Studio serve)."""
+    vLLM, llama.cpp and LM Studio serve), those that can be shown, sorted; ValueError (or a
+    requests error) when there are none to be had."""
     import requests
 
     from bob_acp import httpio, jsontext
 
-    wire = getattr(entry.provider, "wire", None)
-    if wire is None:
-        raise ValueError(f"provider {entry.settings.provider} has no server to ask")
-    headers = {k: v for k, v in wire.headers.items() if k.lower() not in ("content-type", "accept")}
-    with requests.get(wire.models_url, headers=headers, timeout=(LIST_TIMEOUT, LIST_TIMEOUT), allow_redirects=False,
+    headers = {"User-Agent": httpio.USER_AGENT, **headers}
+    with requests.get(models_url, headers=headers, timeout=(LIST_TIMEOUT, LIST_TIMEOUT), allow_redirects=False,
                       stream=True) as response:
         if response.status_code != 200:
             raise ValueError(f"GET /models answered {response.status_code}")

@@ -60,6 +60,7 @@ class ToolContext:
     client: Client | None = None  # the editor's files and terminals (None: the disk and Bob's own processes)
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
     confine: bool = False  # the call runs unasked because it stays in the project: its writes never leave it
+    editor_texts: dict = field(default_factory=dict)  # path -> what the editor gave for it (one read a call)
 
     @property
     def cwd(self) -> str:
@@ -78,6 +79,10 @@ class Tool:
 
     def title(self, args: dict) -> str:
         return self.name
+
+    def title_in(self, args: dict, ws: Workspace) -> str:
+        """The title of a call in a session's folders (what the user is asked about)."""
+        return self.title(args)
 
     def locations(self, args: dict, ws: Workspace) -> list[Location]:
         """The files the call touches (ACP `locations`)."""

@@ -73,6 +73,16 @@ class _FileTool(Tool):
     def title(self, args: dict) -> str:
         return f"{self.name}: {args.get('path', '')}"
 
+    def title_in(self, args: dict, ws: Workspace) -> str:
+        """The title, and where the path leads when a link is on its way: a question about
+        `notes.txt` must not hide that it writes `~/.bashrc`."""
+        path = args.get("path")
+        title = self.title(args)
+        if not isinstance(path, str) or not path or "\0" in path:
+            return title
+        target = _link_target(ws.resolve(path), ws)
+        return f"{title} (a link to {target})" if target else title
+
     def locations(self, args: dict, ws: Workspace) -> list[Location]:
         path = args.get("path")
         if not isinstance(path, str) or not path or "\0" in path:
@@ -296,20 +306,27 @@ class WriteFileTool(_FileTool):
 
 
 def _editor_text(ctx: ToolContext | None, path: str, cancel: Cancel | None) -> str | None:
-    """The editor's text of `path` (tools.clientFs), None: the disk's."""
+    """The editor's text of `path` (tools.clientFs), None: the disk's. Asked once a call (what it
+    gave is kept on the call's context), and never for a file the disk does not have (an editor
+    answers that with an error)."""
     client = ctx.client if ctx is not None else None
-    if client is None or not client.can_read:
+    if ctx is None or client is None or not client.can_read or not os.path.lexists(path):
         return None
+    if path in ctx.editor_texts:
+        return ctx.editor_texts[path]
     if cancel is not None:
-        return client.read(path, cancel)
-    bounded = Cancel()  # a preview, before any question: an editor that does not answer is not waited for
-    timer = threading.Timer(PREVIEW_WAIT, bounded.set)
-    timer.daemon = True
-    timer.start()
-    try:
-        return client.read(path, bounded)
-    finally:
-        timer.cancel()
+        text = client.read(path, cancel)
+    else:
+        bounded = Cancel()  # a preview, before any question: an editor that does not answer is not waited for
+        timer = threading.Timer(PREVIEW_WAIT, bounded.set)
+        timer.daemon = True
+        timer.start()
+        try:
+            text = client.read(path, bounded)
+        finally:
+            timer.cancel()
+    ctx.editor_texts[path] = text
+    return text
 
 
 def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> str | ToolResult | None:
@@ -341,6 +358,23 @@ def protected(relative: str) -> bool:
     """Whether a path inside a project is one no unasked write may touch."""
     parts = relative.split(os.sep)
     return any(part in PRIVATE_FOLDERS for part in parts) or parts[-1] in PROTECTED_FILES
+
+
+def _link_target(path: str, ws: Workspace) -> str | None:
+    """Where `path` really is, when a link on its way makes that another place: a link below
+    the session's root it lies in (the roots' own place as they are), or the file itself."""
+    try:
+        root = next((r for r in ws.roots if path.startswith(r.rstrip(os.sep) + os.sep)), None)
+        if root is None:
+            return os.path.realpath(path) if os.path.islink(path) else None
+        walked = root
+        for part in os.path.relpath(path, root).split(os.sep):
+            walked = os.path.join(walked, part)
+            if os.path.islink(walked):
+                return os.path.realpath(path)
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _old_text(path: str) -> str | None:
@@ -382,12 +416,12 @@ class EditFileTool(_FileTool):
         if isinstance(path, ToolResult):
             return None
         try:
-            planned = self._plan(args, path, ctx)
+            planned = self._plan(args, path)
         except (OSError, ValueError, Cancelled):
             return None
         if isinstance(planned, ToolResult):
             return None
-        old, new, _count = planned
+        old, new, _count = planned  # (the disk's text: the editor's is read once, when the edit is made)
         return Diff(clean(path), _shown(old), clean(new))
 
     def _plan(self, args: dict, path: str, ctx: ToolContext | None = None,
