@@ -4,6 +4,7 @@ project's history."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 NAME = ".bob"
@@ -19,6 +20,8 @@ def ensure(root: str) -> str:
     folder cannot be made."""
     folder = os.path.join(root, NAME)
     if not os.path.isdir(folder):
+        if os.path.lexists(folder):  # (a file there: said as such, not as "File exists")
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), folder)
         os.makedirs(folder, exist_ok=True)
     ignore = os.path.join(folder, ".gitignore")
     try:

@@ -119,6 +119,7 @@ class StoredSession:
     title: str | None = None
     choices: dict = field(default_factory=dict)
     more: tuple[str, ...] = ()  # further roots (additionalDirectories)
+    checkpoints: list = field(default_factory=list)  # its signed checkpoint records (bob_acp.checkpoints)
 
 
 @dataclass
@@ -178,7 +179,7 @@ class SessionStore:
         return os.path.join(self.folder, sid + ".json")
 
     def save(self, sid: str, messages: list[dict], title: str | None = None, choices: dict | None = None,
-             more: tuple[str, ...] = ()) -> str:
+             more: tuple[str, ...] = (), checkpoints: list | None = None) -> str:
         """Write the session; returns the id it was written under (another one when a second
         process changed this session's file since this process last read or wrote it)."""
         path = self.path_for(sid)
@@ -189,7 +190,7 @@ class SessionStore:
                 known = _seen.get(path)
             now_on_disk = _signature(path)
             if now_on_disk is None or known is None or now_on_disk == known:
-                self._write(path, sid, head, messages, title, choices, more)
+                self._write(path, sid, head, messages, title, choices, more, checkpoints)
                 return sid
         forked = new_id()
         if self._log is not None:
@@ -199,13 +200,15 @@ class SessionStore:
         return self.save(forked, messages, fork_title(title or head.get("title")), choices, more)
 
     def _write(self, path: str, sid: str, head: dict, messages: list[dict], title: str | None,
-               choices: dict | None, more: tuple[str, ...]) -> None:
+               choices: dict | None, more: tuple[str, ...], checkpoints: list | None = None) -> None:
         document: dict = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
                           "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
                           "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
                           "turns": sum(1 for m in messages if m["role"] == "user")}
         if more:
             document["additionalDirectories"] = list(more)
+        if checkpoints:
+            document["checkpoints"] = checkpoints  # (signed: redacted by their owner before)
         document["messages"] = self._redact(messages) if self._redact else messages
         self._make_folder()
         atomic_write(path, jsontext.dumps(document, option=jsontext.OPT_INDENT_2) + b"\n")
@@ -267,7 +270,7 @@ class SessionStore:
         return StoredSession(sid, str(document.get("cwd", self.cwd)), history.upgraded(history.repaired(document["messages"])),
                              str(document.get("createdAt", "")), str(document.get("updatedAt", "")), title,
                              {k: v for k, v in choices.items() if isinstance(k, str) and isinstance(v, str)},
-                             _roots(document))
+                             _roots(document), _list(document.get("checkpoints")))
 
     def delete(self, sid: str) -> bool:
         path = self.path_for(sid)
@@ -396,6 +399,10 @@ def _document(sid: str, path: str, data: bytes) -> dict:
         if problem:
             raise SessionLoadError(sid, f"malformed message {index}: {problem}")
     return document
+
+
+def _list(value: object) -> list:
+    return value if isinstance(value, list) else []
 
 
 def message_problem(message: object) -> str | None:

@@ -29,6 +29,10 @@ BUILTIN_COMMANDS: list[dict[str, Any]] = [
     {"name": "new", "description": "Clear the history and start a new session"},
     {"name": "compact", "description": "Compress the history now, keeping the last turns"},
 ]
+UNDO_COMMANDS: list[dict[str, Any]] = [  # (tools.checkpoints)
+    {"name": "undo", "description": "Take back the last turn that changed files: its changes and its messages"},
+    {"name": "redo", "description": "Put back what the last /undo took"},
+]
 
 
 MAX_LISTED_FILES = 100  # files read_skill lists; the rest are counted
@@ -62,7 +66,6 @@ class Skill:
 class Catalog:
     skills: dict[str, Skill] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    commands_list: list[dict] | None = None  # available_commands, made once (read-only)
     text: str | None = None  # catalogue_text, made once
 
     def commands(self) -> list[Skill]:
@@ -237,10 +240,11 @@ def rewrite_prompt(text: str, catalog: Catalog) -> str:
     return text
 
 
-def available_commands(catalog: Catalog) -> list[dict]:
-    if catalog.commands_list is None:
-        commands = [dict(c) for c in BUILTIN_COMMANDS]
-        commands += [{"name": s.name, "description": s.description, "input": {"hint": SKILL_HINT}}
-                     for s in catalog.commands()]
-        catalog.commands_list = commands
-    return catalog.commands_list
+def available_commands(catalog: Catalog, undo: bool = False) -> list[dict]:
+    """The slash menu: Bob's own commands (/undo and /redo with checkpoints), then the skills
+    (one named as a command of Bob's is left out: the command wins)."""
+    commands = [dict(c) for c in BUILTIN_COMMANDS + (UNDO_COMMANDS if undo else [])]
+    taken = {c["name"] for c in commands}
+    commands += [{"name": s.name, "description": s.description, "input": {"hint": SKILL_HINT}}
+                 for s in catalog.commands() if s.name not in taken]
+    return commands

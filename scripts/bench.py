@@ -402,6 +402,60 @@ def stream_cancel(bob, env, cwd, reps):
     return statistics.median(samples), max(samples), wrong
 
 
+def checkpoint_cost(bob, env, root, reps, files=10000):
+    """What tools.checkpoints adds to a turn that changes one file, in a project of `files` files
+    (and a node_modules its .gitignore leaves out): ms of the first such turn of the project, sent
+    2 s after session/new as a person would (the project's first snapshot, about a second, is made
+    in the background from session/new on), and the median of the turns after it, each against
+    the same turn without checkpoints; and whether /undo then took the turns back."""
+    import random
+
+    project = os.path.join(root, "ten-thousand")
+    rng = random.Random(7)
+    for i in range(files):
+        folder = os.path.join(project, "src", f"m{i // 100}")
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, f"f{i}.py"), "w") as handle:
+            handle.write(f"# file {i}\n" + "x = 1\n" * rng.randint(1, 60))
+    os.makedirs(os.path.join(project, "node_modules", "dep"))
+    for i in range(3000):
+        with open(os.path.join(project, "node_modules", "dep", f"n{i}.js"), "w") as handle:
+            handle.write("module.exports = 1\n")
+    with open(os.path.join(project, ".gitignore"), "w") as handle:
+        handle.write("node_modules/\n")
+    script = os.path.join(root, "checkpoint-script.yaml")
+    with open(script, "w") as handle:
+        handle.write("turns:\n  - replies:\n      - tool_calls: [{name: bash, arguments: {command: "
+                     "\"date +%s%N > note.txt\"}}]\n      - text: done\n")
+
+    def turns(checkpoints):
+        config = write_config(root, {"model": {"provider": "script", "script": script},
+                                     "permissions": {"mode": "allow-all"}, "tools": {"checkpoints": checkpoints}})
+        proc = Proc(bob, {**env, "BOB_CONFIG": config}, project)
+        proc.call("initialize", INIT)
+        sid = proc.call("session/new", {"cwd": project, "mcpServers": []})["result"]["sessionId"]
+        time.sleep(2.0)  # (a person types the first prompt: the project's first snapshot is made meanwhile)
+        took, ok = [], True
+        for _ in range(reps + 1):
+            started = time.perf_counter()
+            msg = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]})
+            took.append((time.perf_counter() - started) * 1000)
+            ok = ok and msg.get("result", {}).get("stopReason") == "end_turn"
+        if checkpoints:
+            said = []
+            proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "/undo"}]},
+                      lambda m: said.append(m.get("params", {}).get("update", {}).get("content", {}).get("text", "")))
+            ok = ok and any("Undid the turn" in line for line in said)
+        proc.close()
+        return took, ok
+
+    plain, plain_ok = turns(False)
+    kept, kept_ok = turns(True)
+    shutil.rmtree(os.path.join(project, ".bob"), ignore_errors=True)
+    return (kept[0] - plain[0], statistics.median(kept[1:]) - statistics.median(plain[1:]),
+            plain_ok and kept_ok)
+
+
 def idle_rss(cmd, env, cwd):
     proc = Proc(cmd, env, cwd)
     proc.call("initialize", INIT)
@@ -632,13 +686,13 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--only", default="", help="comma-separated: cold,exit,burst,sessions,latency,stream,"
-                                                   "memory,cancel,load,gap,registry,cache")
+                                                   "memory,cancel,load,gap,registry,cache,checkpoints")
     parser.add_argument("--baseline", help="an earlier release's bob-acp, measured beside this one")
     parser.add_argument("--break-kill", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     reps = {"cold": 8 if args.quick else 20, "requests": 20000, "latency": 500 if args.quick else 3000,
             "cancel": 5 if args.quick else 20, "stream": 50000, "load": 10000, "flood": 200000, "gap": 10,
-            "chunks": 2000 if args.quick else 6000}
+            "chunks": 2000 if args.quick else 6000, "checkpoint": 5 if args.quick else 15}
     bob = installed_bob()
     if args.break_kill:
         bob = [PY, "-c", BROKEN_KILL]
@@ -738,6 +792,9 @@ def run_all(bob, base_env, env, project, script, reps, only, baseline=None):
         r["bob_registry_initialize_ms"] = statistics.median(v[0] for v in values)
         r["bob_registry_session_new_ms"] = statistics.median(v[1] for v in values)
         r["bob_registry_wrong"] = sum(not v[2] for v in values)
+    if wanted("checkpoints"):
+        (r["bob_checkpoint_first_ms"], r["bob_checkpoint_turn_ms"],
+         r["bob_checkpoint_ok"]) = checkpoint_cost(bob, base_env, project, reps["checkpoint"])
     if wanted("cache"):
         r["bob_cache_read_fraction"], r["bob_cache_ok"] = cache_reads(bob, base_env, project)
     return r
@@ -774,6 +831,8 @@ TARGETS = [
      r["bob_last_update_to_answer_ms"] <= 5),
     ("registry first contact: initialize answered well within Zed's 30 s (≤ 1 s), correctly",
      lambda r: r["bob_registry_wrong"] == 0 and r["bob_registry_initialize_ms"] <= 1000),
+    ("a checkpoint adds ≤ 100 ms to a turn in a project of 10,000 files (after the project's first), and /undo "
+     "takes the turn back", lambda r: r["bob_checkpoint_ok"] and r["bob_checkpoint_turn_ms"] <= 100),
     ("≥ 90 % of a 20-call turn's input tokens read from the prompt cache",
      lambda r: r["bob_cache_ok"] and r["bob_cache_read_fraction"] >= 0.9),
 ]
@@ -813,6 +872,8 @@ BOB_ONLY = [
     ("HTTP turn, 2 model calls: last update → answer (ms)", "bob_last_update_to_answer_ms"),
     ("HTTP turn, 2 model calls: whole turn (ms)", "bob_two_call_turn_ms"),
     ("20-call Anthropic turn: input tokens read from cache", "bob_cache_read_fraction"),
+    ("checkpoints, 10,000 files: added to a project's first turn (ms)", "bob_checkpoint_first_ms"),
+    ("checkpoints, 10,000 files: added to each turn after it (ms)", "bob_checkpoint_turn_ms"),
 ]
 WRONG = [f"{agent}_{what}_wrong" for agent in ("bob", "peer", "ts", "base")
          for what in ("cold_start", "idle_exit", "early_exit", "unknown", "latency", "chunk")]

@@ -104,9 +104,10 @@ class Bob:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
 
     def wait_response(self, msg_id: Any, answer: Callable[[dict], Any] | None = None,
-                      timeout: float | None = None) -> tuple[dict, list[dict]]:
+                      timeout: float | None = None, editor: Callable[[dict], Any] | None = None) -> tuple[dict, list[dict]]:
         """Read until the response to msg_id; returns it and the frames seen before it. Permission
-        requests are answered by `answer(request) -> result dict` (default: reject)."""
+        requests are answered by `answer(request) -> result dict` (default: reject); Bob's other
+        requests (fs/*, terminal/*) by `editor(request) -> result dict`, when given."""
         seen: list[dict] = []
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
@@ -118,10 +119,12 @@ class Bob:
                 result = (answer or reject)(frame)
                 if result is not None:
                     self.send({"jsonrpc": "2.0", "id": frame["id"], "result": result})
+            elif editor is not None and "method" in frame and "id" in frame:
+                self.send({"jsonrpc": "2.0", "id": frame["id"], "result": editor(frame)})
 
     def call(self, method: str, params: Any, answer: Callable[[dict], Any] | None = None,
-             timeout: float | None = None) -> tuple[dict, list[dict]]:
-        return self.wait_response(self.request_async(method, params), answer, timeout)
+             timeout: float | None = None, editor: Callable[[dict], Any] | None = None) -> tuple[dict, list[dict]]:
+        return self.wait_response(self.request_async(method, params), answer, timeout, editor)
 
     def result(self, method: str, params: Any, **kw: Any) -> Any:
         response, _ = self.call(method, params, **kw)
@@ -153,9 +156,9 @@ class Bob:
                 return msg_id
 
     def prompt(self, sid: str, text: str, answer: Callable[[dict], Any] | None = None,
-               timeout: float | None = None) -> tuple[dict, list[dict]]:
+               timeout: float | None = None, editor: Callable[[dict], Any] | None = None) -> tuple[dict, list[dict]]:
         return self.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]},
-                         answer, timeout)
+                         answer, timeout, editor)
 
     # ---- stderr and shutdown -------------------------------------------------------------------
 

@@ -361,3 +361,26 @@ def test_errors_and_stop_reasons_in_words(bob_env, tmp_path, workdir):
     write_config(tmp_path, None, {"model": {"provider": "script"}})
     proc = piped(["hi"], bob_env, workdir)
     assert proc.returncode == 1 and "(no model is configured" in proc.stdout and "[refusal]" not in proc.stdout
+
+
+def test_undo_in_the_chat_takes_back_the_last_turn(chat, workdir):
+    if shutil.which("git") is None:
+        pytest.skip("checkpoints need git")
+    script = {"turns": [{"match": "write", "replies": [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "made.txt", "content": "by the turn\n"}}]},
+        {"text": "written"}]}]}
+    child = chat([], script, {"tools": {"checkpoints": True}, "permissions": {"mode": "allow-all"}})
+    child.expect("you> ")
+    child.sendline("/help")
+    child.expect("/undo")
+    child.expect("you> ")
+    child.sendline("write it")
+    child.expect("written")
+    child.expect("you> ")
+    assert (workdir / "made.txt").exists()
+    child.sendline("/undo")
+    child.expect("Undid the turn")
+    child.expect("you> ")
+    assert not (workdir / "made.txt").exists()
+    child.sendline("/quit")
+    finish(child)

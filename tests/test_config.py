@@ -29,7 +29,8 @@ def test_defaults_are_the_documented_ones():
         "sessions": {"enabled": False, "dir": ".bob/sessions"},
         "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144,
                   "sandbox": "off", "sandboxNetwork": False, "limits": {"processes": 512, "memory": None},
-                  "plan": False, "clientFs": False, "clientTerminal": False,
+                  "plan": False, "clientFs": False, "clientTerminal": False, "checkpoints": False, "checkpointTurns": 20,
+                  "checkpointMaxBytes": 10485760,
                   "env": {"drop": ["*_API_KEY", "*_SECRET*", "*_TOKEN"]}},
         "loop": {"warnAt": 3, "stopAt": 5},
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},
@@ -192,7 +193,7 @@ def test_the_reference_is_made_from_the_declarations():
     reference = config.reference()
     for section in config.SCHEMA:
         assert f"\n{section}:" in "\n" + reference
-    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 17
+    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 18
 
 
 def test_the_reference_is_valid_yaml_that_loads_to_the_defaults(tmp_path):

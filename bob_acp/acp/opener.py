@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from bob_acp.acp.selectors import Handlers as Selectors
     from bob_acp.config import Config
     from bob_acp.engine import Refs
+    from bob_acp.engine.conversation import Conversation
     from bob_acp.log import Logger
     from bob_acp.tools.base import ToolSet
     from bob_acp.workspace import Workspace
@@ -38,9 +39,10 @@ class Opener:
         self.refs = refs  # the connection's tool-call numbering (made on first use: an engine import)
 
     def make(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None,
-             runtime: Runtime) -> Session:
+             runtime: Runtime, records: list | None = None) -> Session:
         """A session with the configuration `runtime` (its skills, tools, system prompt, as the
-        folders are now), its conversation and its way to the editor."""
+        folders are now), its conversation, its checkpoints (`records`: those of its file) and its
+        way to the editor."""
         cfg = runtime.cfg
         engine = runtime.engine(self.log, self.refs())
         if engine.models.lists:
@@ -56,9 +58,25 @@ class Opener:
             self.log.warning(f"[acp] session {sid}: {warning}")
         conv = engine.new_conversation(ws, catalog, stored, toolset, prompt)
         conv.client = self.client_port(sid, runtime)
+        if cfg.tools.checkpoints:
+            self._checkpoints(sid, conv, cfg, records)
         session = Session(sid, conv, catalog, runtime, engine)
         session.mcp = started
         return session
+
+    def _checkpoints(self, sid: str, conv: Conversation, cfg: Config, records: list | None) -> None:
+        from bob_acp import checkpoints
+
+        if checkpoints.git_missing():
+            conv.notices.append("Checkpoints (tools.checkpoints) need git, which is not installed here: this session "
+                                "offers no /undo or /redo.")
+            return
+        conv.checkpoints = checkpoints.Checkpoints(conv.workspace, sid, cfg.tools.checkpointTurns,
+                                                   cfg.tools.checkpointMaxBytes, self.log)
+        conv.checkpoints.prewarm()
+        if records and conv.checkpoints.load(records):
+            conv.notices.append("Some checkpoints in this session's file were not made by you (or were edited): "
+                                "/undo leaves them out.")
 
     def client_port(self, sid: str, runtime: Runtime) -> EditorClient | None:
         """The editor's files and terminals for one session, as far as its configuration and the
@@ -87,7 +105,8 @@ class Opener:
     def send_commands(self, session: Session) -> None:
         """What follows a session/new, load or resume answer: the slash menu, then what the user
         must know of the session (MCP servers that failed, modes it cannot have, a failed save)."""
-        self.channel.update(session.id, p.commands_update(skills.available_commands(session.catalog)))
+        self.channel.update(session.id, p.commands_update(
+            skills.available_commands(session.catalog, undo=session.conv.checkpoints is not None)))
         session.announced = True
         self.report_mcp(session)
         lines, session.conv.notices = session.conv.notices, []

@@ -150,7 +150,7 @@ class Handlers:
         store = self.table.store(cwd)
         try:
             stored = store.load(sid)
-            session = self.opener.make(sid, ws, stored.messages, servers, runtime)
+            session = self.opener.make(sid, ws, stored.messages, servers, runtime, stored.checkpoints)
         except sessions.SessionLoadError as exc:
             self._release(held)
             if exc.missing:
@@ -245,6 +245,11 @@ class Handlers:
                 raise RpcError.invalid_request(f"session {sid} has a turn running; cancel it or wait")
         folders = [held.cwd] if held is not None else sorted(self._known_cwds())
         found = any(self.table.store(cwd).delete(sid) for cwd in folders)
+        if self.cfg.tools.checkpoints:  # (its trees go with it)
+            from bob_acp import checkpoints
+
+            for cwd in folders:
+                checkpoints.forget(cwd, sid)
         if held is not None:
             self.table.drop(held)
         self.log.info("[acp] session {session}: {outcome}", session=sid,

@@ -249,6 +249,8 @@ class AgentServer:
         held = self.table.all()
         for session in held:
             session.cancel_all()
+            if session.conv.checkpoints is not None:
+                session.conv.checkpoints.close()
         tools_module, mcp = loaded("bob_acp.tools"), loaded("bob_acp.mcp")
         if tools_module is not None:  # (no tool ran if they were never loaded)
             tools_module.kill_all()

@@ -80,6 +80,8 @@ class Session:
         commands left running on purpose (bg-jobs, setsid) and its MCP servers end, off the
         caller's thread."""
         self.cancel_all()
+        if self.conv.checkpoints is not None:
+            self.conv.checkpoints.close()
         if self.conv.sandbox is not None:
             self.conv.sandbox.end()
         children = loaded("bob_acp.children")

@@ -144,8 +144,11 @@ class SessionTable:
         messages = list(conv.messages if messages is None else messages)
         title = (session.title if sid is None else None) or sessions.title_of(messages)
         try:
+            records = (conv.checkpoints.data(session.runtime.redact) if conv.checkpoints is not None and sid is None
+                       else None)
             written = self.store(session.cwd, session.runtime.redact).save(sid or session.file_id, messages, title,
-                                                   {k: v for k, v in choices.items() if v}, session.workspace.more)
+                                                   {k: v for k, v in choices.items() if v}, session.workspace.more,
+                                                   records)
         except Exception as exc:  # the session goes on in memory; the user learns it is not kept
             self._not_saved(session, exc)
             return

@@ -1,4 +1,5 @@
-"""session/prompt and session/cancel: turns in arrival order, the slash commands /new and /compact.
+"""session/prompt and session/cancel: turns in arrival order, the slash commands /new, /compact,
+and (with tools.checkpoints) /undo and /redo.
 
 A prompt takes its place in the turn queue on the dispatcher, in frame order, and registers its
 Turn there, so a session/cancel sent right behind it always reaches it. Its answer is written
@@ -8,6 +9,7 @@ provider did meanwhile; a cancel after it is logged as too late.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import TYPE_CHECKING, Callable
 
@@ -21,7 +23,7 @@ from bob_acp.acp.table import SessionTable
 from bob_acp.acp.turn_queue import TurnQueue
 from bob_acp.acp.updates import TurnSink
 from bob_acp.config import Config
-from bob_acp.exceptions import Cancelled
+from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.timestamps import utc_now
@@ -114,6 +116,8 @@ class Handlers:
             return self.command_new(session, sink)
         if command == "/compact":
             return self.command_compact(session, sink, turn)
+        if command in ("/undo", "/redo") and session.conv.checkpoints is not None:
+            return self.command_undo(session, sink, turn, redo=command == "/redo")
         typed = text
         text = skills.rewrite_prompt(text, session.catalog)
         found = prompts.attachments(text, session.cwd)
@@ -169,6 +173,46 @@ class Handlers:
         sink.text(line, engine.new_message_id())
         self.log.info("[acp] session {session}: new session, {forgotten} message(s) forgotten", session=session.id,
                       forgotten=forgotten)
+        self.table.save(session)
+        return engine.END_TURN
+
+    def command_undo(self, session: Session, sink: TurnSink, turn: Turn, redo: bool) -> str:
+        """/undo: the last turn that changed files taken back, its files and its messages; /redo:
+        what the last /undo took, put back. As a turn: never while another runs."""
+        from bob_acp import checkpoints
+
+        conv = session.conv
+        assert conv.checkpoints is not None
+        client = conv.client
+
+        def write(root: str, path: str, data: bytes, mode: str) -> None:
+            # Through the editor when it writes files (its buffer follows); the disk otherwise.
+            full = os.path.join(root, path)
+            if (client is not None and client.can_write and mode == checkpoints.FILE and os.path.isfile(full)
+                    and not os.path.islink(full) and not os.stat(full).st_mode & 0o111):
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = None
+                if text is not None:
+                    try:
+                        client.write(full, text, turn.cancel)
+                        return
+                    except ClientError as exc:
+                        self.log.info(f"[acp] session {session.id}: the editor did not write {full} ({exc}); "
+                                      "written on disk")
+            checkpoints.write_disk(root, path, data, mode)
+
+        try:
+            line = (conv.checkpoints.redo if redo else conv.checkpoints.undo)(conv.messages, write)
+        except Cancelled:
+            return engine.CANCELLED
+        except (checkpoints.CheckpointError, OSError) as exc:
+            line = f"{'↪️ /redo' if redo else '↩️ /undo'} failed: {exc}"
+        conv.forget_count()
+        sink.text(line + "\n", engine.new_message_id())
+        self.log.info("[acp] session {session}: {command} — {outcome}", session=session.id,
+                      command="/redo" if redo else "/undo", outcome=line.replace("\n", " "))
         self.table.save(session)
         return engine.END_TURN
 

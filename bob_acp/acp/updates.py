@@ -72,6 +72,9 @@ class TurnSink:
         if self.channel.capabilities.notices:
             self.send(p.notice(f"The model call is retried in {delay:.1f} s (retry {attempt})", why, "warning"))
 
+    def notice(self, title: str, description: str | None = None, severity: str = "warning") -> None:
+        self.channel.notice(self.sid, title, description, severity, self.cancel.is_set)
+
     def compaction(self, compaction_id: str, status: str, automatic: bool, summary: str = "",
                    error: str = "") -> None:
         """To a client that follows compactions: each step. To one that shows notices: how it

@@ -13,6 +13,7 @@ from bob_acp.tools.client import Client
 from bob_acp.workspace import Workspace
 
 if TYPE_CHECKING:
+    from bob_acp.checkpoints import Checkpoints
     from bob_acp.sandbox import Sandbox
 
 
@@ -36,6 +37,7 @@ class Conversation:
     client: Client | None = None  # the editor's files and terminals (tools.clientFs, tools.clientTerminal)
     unoffered: dict[str, str] = field(default_factory=dict)  # approval mode -> why this session cannot have it
     notices: list[str] = field(default_factory=list)  # what the user is told once the session is open
+    checkpoints: Checkpoints | None = None  # its folders before and after each turn that changed them (/undo)
 
     @property
     def cwd(self) -> str:

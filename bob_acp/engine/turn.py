@@ -17,6 +17,7 @@ import orjson
 
 from bob_acp import compress, history, sandbox, system_prompt
 from bob_acp.cancel import Cancel
+from bob_acp.checkpoints import READ_ONLY_TOOLS, CheckpointError
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
@@ -74,6 +75,7 @@ class Sink(Protocol):
     # why) or cancelled; `automatic`: started by Bob near the context window, not by /compact.
     def compaction(self, compaction_id: str, status: str, automatic: bool, summary: str = "",
                    error: str = "") -> None: ...
+    def notice(self, title: str, description: str | None = None, severity: str = "warning") -> None: ...
 
 
 # A reported count past these is taken for a server's garbage (one log line; no cost from it):
@@ -238,6 +240,8 @@ class Engine:
             return REFUSAL, stats
         question = history.user(text, typed, images)
         conv.messages.append(question)
+        if conv.checkpoints is not None:
+            conv.checkpoints.begin_turn()
         try:
             stop = self._loop(conv, sink, cancel, stats)
         except Cancelled:
@@ -251,7 +255,19 @@ class Engine:
             stop = CANCELLED
         finally:
             self._settle(conv, question, cancel)
+            if conv.checkpoints is not None:
+                self._end_checkpoint(conv, sink)
         return (CANCELLED if cancel.is_set() else stop), stats
+
+    def _end_checkpoint(self, conv: Conversation, sink: Sink) -> None:
+        """The turn's record, when it changed files (tools.checkpoints)."""
+        assert conv.checkpoints is not None
+        try:
+            conv.checkpoints.end_turn()
+        except (CheckpointError, OSError) as exc:
+            sink.notice("This turn could not be recorded: /undo cannot take it back", str(exc))
+            if self.log is not None:
+                self.log.warning(f"[acp] checkpoint after the turn failed: {exc}")
 
     def _loop(self, conv: Conversation, sink: Sink, cancel: Cancel, stats: TurnStats) -> str:
         repeats = Repeats()
@@ -359,6 +375,8 @@ class Engine:
 
         ctx.show_terminal = show_terminal
         try:
+            if conv.checkpoints is not None and call.name not in READ_ONLY_TOOLS:
+                self._checkpoint(conv, sink, cancel)
             result = call.tool.run(call.arguments, ctx, cancel)
         except Cancelled:
             self._finish(conv, call, sink, failed(CANCELLED_RESULT))
@@ -371,6 +389,17 @@ class Engine:
                 self.log.error(f"[acp] {call.ref} ({call.name}) failed", detail=_traceback())
         stats.count(call)
         self._finish(conv, call, sink, result)
+
+    def _checkpoint(self, conv: Conversation, sink: Sink, cancel: Cancel) -> None:
+        """Before the turn's first call that may change files: its folders as they are (once a
+        turn; a failure is said once and the turn goes on, without a record)."""
+        assert conv.checkpoints is not None
+        try:
+            conv.checkpoints.before_change(conv.messages, cancel)
+        except (CheckpointError, OSError) as exc:
+            sink.notice("This turn cannot be recorded: /undo will not take it back", str(exc))
+            if self.log is not None:
+                self.log.warning(f"[acp] checkpoint before a change failed: {exc}")
 
     def _permitted(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> bool:
         tool = call.tool
