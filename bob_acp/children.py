@@ -167,7 +167,7 @@ class Supervisor:
             if early is None and not gone:
                 self._children[child.pid] = child
         if gone and early is None:  # (the supervisor ended before this child was watched)
-            _kill_group(child.pid)
+            wire.kill(child.pid)
             early = -signal.SIGKILL
         if early is not None:
             child.exited(early)
@@ -234,7 +234,7 @@ class Supervisor:
             waiting_children = list(self._children.values())
             self._children.clear()
         for child in waiting_children:
-            _kill_group(child.pid)
+            wire.kill(child.pid)
         end_orphans(None)
         for child in waiting_children:
             child.exited(-signal.SIGKILL)
@@ -379,7 +379,7 @@ def _end_own_orphans(label: str | None) -> None:
     with _lock:
         for _ in range(ROUNDS):
             found = []
-            for pid in _children():
+            for pid in wire.children():
                 if pid in _known:
                     continue
                 if _zombie(pid):
@@ -389,7 +389,7 @@ def _end_own_orphans(label: str | None) -> None:
             if not found:
                 break
             for pid in found:
-                _kill_group(pid)
+                wire.kill(pid)
             for pid in found:
                 _reap(pid, block=True)
 
@@ -431,21 +431,6 @@ def shutdown(timeout: float = 0.5) -> None:
         current.close(timeout)
 
 
-def _children() -> list[int]:
-    found: list[int] = []
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/children", "rb") as handle:
-                found += [int(pid) for pid in handle.read().split()]
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def _owner(pid: int) -> str | None:
     """The label of Bob's that `pid` carries, or None (another owner, or none)."""
     prefix = f"{OWNER_VAR}={os.getpid()}:".encode()
@@ -468,16 +453,7 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+
 
 
 def _reap(pid: int, block: bool = False) -> None:

@@ -232,3 +232,29 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+# ---- a script's turns, as tests write them -------------------------------------------------------
+
+def bash(command: str, **extra: Any) -> dict:
+    """A scripted reply that calls bash."""
+    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, **extra}}]}
+
+
+def tool(tool_name: str, /, **arguments: Any) -> dict:
+    """A scripted reply that calls the tool `tool_name` (its arguments may hold a `name`)."""
+    return {"tool_calls": [{"name": tool_name, "arguments": arguments}]}
+
+
+def outputs(frames: list[dict]) -> list[str]:
+    """What each finished tool call gave the model, in order."""
+    return [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u]
+
+
+def script_config(tmp_path: Any, turns: list[dict]) -> dict:
+    """The config of the script provider playing `turns` (the script written beside the test)."""
+    import yaml
+
+    path = tmp_path / "script.yaml"
+    path.write_text(yaml.safe_dump({"turns": turns}, allow_unicode=True), encoding="utf-8")
+    return {"model": {"provider": "script", "script": str(path)}}

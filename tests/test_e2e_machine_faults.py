@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 import yaml
-from bob_client import Bob, allow, allow_always, bob_command, message_text, updates
+from bob_client import Bob, allow, allow_always, bash, bob_command, message_text, outputs, script_config, tool, updates
 
 from bob_acp import __version__
 
@@ -24,26 +24,8 @@ pytestmark = pytest.mark.e2e
 NOTICES = {"session": {"notices": {}}}
 
 
-def bash(command, **extra):
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, **extra}}]}
-
-
-def tool(name, **arguments):
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def outputs(frames):
-    return [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u]
-
-
 def notices(frames):
     return [u for u in updates(frames, "notice")]
-
-
-def script(tmp_path, turns):
-    path = tmp_path / "script.yaml"
-    path.write_text(yaml.safe_dump({"turns": turns}, allow_unicode=True))
-    return {"model": {"provider": "script", "script": str(path)}}
 
 
 # ---- 1. a session that cannot be saved is said ------------------------------------------------------
@@ -51,7 +33,7 @@ def script(tmp_path, turns):
 def test_a_session_that_cannot_be_saved_is_told_kept_and_saved_again(spawn_bob, tmp_path, workdir):
     turns = [{"replies": [{"text": "one"}]}, {"replies": [{"text": "two"}]}, {"replies": [{"text": "three"}]}]
     (workdir / ".bob").write_text("not a folder")  # where the sessions folder would be
-    bob = spawn_bob({**script(tmp_path, turns), "sessions": {"enabled": True}})
+    bob = spawn_bob({**script_config(tmp_path, turns), "sessions": {"enabled": True}})
     bob.initialize(NOTICES)
     response, frames = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
     sid = response["result"]["sessionId"]
@@ -77,7 +59,7 @@ def test_a_full_disk_is_told_to_a_client_without_notices_and_the_saved_file_stay
     sessions.mkdir(parents=True)
     big = "x" * 60000  # more than the file system holds
     turns = [{"replies": [{"text": "short"}]}, {"replies": [{"text": big}]}, {"replies": [{"text": big}]}]
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**script(tmp_path, turns), "sessions": {"enabled": True}}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**script_config(tmp_path, turns), "sessions": {"enabled": True}}))
     # A 48 KiB file system on the sessions folder, as a full disk is met.
     command = ["unshare", "-Urm", "sh", "-c", f'mount -t tmpfs -o size=48k tmpfs "{sessions}" && exec "$@"', "sh",
                *bob_command()]
@@ -144,7 +126,7 @@ class ProcessLimit:
 def test_every_request_is_answered_whatever_the_process_limit(spawn_bob, tmp_path, workdir, limit):
     made = ProcessLimit(limit)
     try:
-        bob = spawn_bob({**script(tmp_path, [{"replies": [bash("echo hi"), {"text": "done"}]}]),
+        bob = spawn_bob({**script_config(tmp_path, [{"replies": [bash("echo hi"), {"text": "done"}]}]),
                          "permissions": {"mode": "allow-all"}}, command=made.command())
         answers = [bob.call("initialize", {"protocolVersion": 1})[0]]
         answers.append(bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})[0])
@@ -163,7 +145,7 @@ def test_every_request_is_answered_whatever_the_process_limit(spawn_bob, tmp_pat
 
 def test_a_whole_turn_with_256_mb_of_address_space_and_below_it_one_line(spawn_bob, tmp_path, workdir):
     turns = [{"replies": [bash("echo hi"), tool("write_file", path="x.txt", content="x\n"), {"text": "done"}]}]
-    config = {**script(tmp_path, turns), "permissions": {"mode": "allow-all"}, "sessions": {"enabled": True}}
+    config = {**script_config(tmp_path, turns), "permissions": {"mode": "allow-all"}, "sessions": {"enabled": True}}
     bob = spawn_bob(config, command=["prlimit", f"--as={256 << 20}", "--", *bob_command()])
     bob.initialize()
     sid = bob.new_session()
@@ -188,7 +170,7 @@ def test_a_command_and_a_file_name_past_latin_1_work_in_an_iso_8859_1_locale(spa
         pytest.skip("cannot make an ISO-8859-1 locale here (localedef and the locale sources)")
     turns = [{"replies": [bash("echo 'price: 5€'"), tool("write_file", path="prix-€.txt", content="5€\n"),
                           {"text": "done"}]}]
-    bob = spawn_bob({**script(tmp_path, turns), "permissions": {"mode": "allow-all"}},
+    bob = spawn_bob({**script_config(tmp_path, turns), "permissions": {"mode": "allow-all"}},
                     env={"LOCPATH": str(locales), "LC_ALL": "en_US.ISO-8859-1", "LANG": "en_US.ISO-8859-1"})
     bob.initialize()
     sid = bob.new_session()
@@ -218,7 +200,7 @@ def test_without_proc_the_orphan_guarantee_is_said_not_pretended(spawn_bob, tmp_
 def test_an_image_within_its_size_fits_a_frame_and_a_larger_prompt_is_answered_under_its_id(spawn_bob, tmp_path):
     import base64
 
-    bob = spawn_bob({**script(tmp_path, [{"replies": [{"text": "seen"}]}]), "acp": {"images": True}})
+    bob = spawn_bob({**script_config(tmp_path, [{"replies": [{"text": "seen"}]}]), "acp": {"images": True}})
     bob.initialize()
     sid = bob.new_session()
     png = b"\x89PNG\r\n\x1a\n" + os.urandom(2 * 1024 * 1024 - 64)  # (2 MiB of image: the documented most)
@@ -236,7 +218,7 @@ def test_requests_to_an_editor_that_never_answers_end_at_their_time_limit(spawn_
     (workdir / "a.txt").write_text("old\n")
     turns = [{"replies": [tool("read_file", path="a.txt"), tool("write_file", path="b.txt", content="new\n"),
                           bash("echo in-terminal"), {"text": "the turn went on"}]}]
-    bob = spawn_bob({**script(tmp_path, turns), "tools": {"clientFs": True, "clientTerminal": True},
+    bob = spawn_bob({**script_config(tmp_path, turns), "tools": {"clientFs": True, "clientTerminal": True},
                      "acp": {"clientTimeout": 1}})
     bob.initialize({"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True})
     sid = bob.new_session()
@@ -368,7 +350,7 @@ def test_a_fixed_config_opens_a_working_session_in_the_same_bob(spawn_bob, tmp_p
     old = bob.new_session()
     _, frames = bob.prompt(old, "hi")
     assert "could not use its configuration" in message_text(frames) and "'nonsense'" in message_text(frames)
-    config.write_text(yaml.safe_dump(script(tmp_path, [{"replies": [{"text": "working now"}]}])))
+    config.write_text(yaml.safe_dump(script_config(tmp_path, [{"replies": [{"text": "working now"}]}])))
     fresh = bob.new_session()
     _, frames = bob.prompt(fresh, "hi")
     assert message_text(frames) == "working now"

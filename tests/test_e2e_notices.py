@@ -6,8 +6,7 @@ it got before: an agent message, or nothing."""
 from __future__ import annotations
 
 import pytest
-import yaml
-from bob_client import message_text, updates
+from bob_client import message_text, script_config, updates
 
 NOTICES = {"session": {"notices": {}}}
 COMPACTION = {"session": {"compaction": {}}}
@@ -17,12 +16,6 @@ KEY = "sk-notice-test-0123456789"
 
 def notices(frames):
     return updates(frames, "notice")
-
-
-def script(tmp_path, turns) -> dict:
-    path = tmp_path / "script.yaml"
-    path.write_text(yaml.safe_dump({"turns": turns}))
-    return {"model": {"provider": "script", "script": str(path)}}
 
 
 def test_a_retry_is_a_notice_to_a_client_that_shows_them(spawn_bob, server):
@@ -43,7 +36,7 @@ def test_compact_and_automatic_compression_are_compactions_to_a_client_that_foll
         spawn_bob, tmp_path, capabilities):
     turns = [{"match": "Summarise", "replies": [{"text": "They talked about one and two."}]},
              {"replies": [{"text": "big", "usage": {"input_tokens": 900}}]}]
-    bob = spawn_bob({**script(tmp_path, turns), "context": {"window": 1000, "threshold": 0.8, "keepLastTurns": 1}})
+    bob = spawn_bob({**script_config(tmp_path, turns), "context": {"window": 1000, "threshold": 0.8, "keepLastTurns": 1}})
     bob.initialize(capabilities)
     sid = bob.new_session()
     bob.prompt(sid, "one")
@@ -92,7 +85,7 @@ def test_a_failed_compression_is_a_failed_compaction_and_a_notice_without_compac
 
 def test_a_server_that_failed_and_a_sandbox_that_cannot_be_had_are_notices(spawn_bob, tmp_path, workdir):
     turns = [{"replies": [{"text": "hello"}]}]
-    bob = spawn_bob({**script(tmp_path, turns), "mcp": {"enabled": True}, "tools": {"sandbox": "workspace"}},
+    bob = spawn_bob({**script_config(tmp_path, turns), "mcp": {"enabled": True}, "tools": {"sandbox": "workspace"}},
                     env={"BOB_ACP_NO_LANDLOCK": "1"})
     bob.initialize(NOTICES)
     missing = {"name": "gone", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}
@@ -107,7 +100,7 @@ def test_a_server_that_failed_and_a_sandbox_that_cannot_be_had_are_notices(spawn
 
 
 def test_without_notices_a_server_that_failed_is_an_agent_message_as_before(spawn_bob, tmp_path, workdir):
-    bob = spawn_bob({**script(tmp_path, [{"replies": [{"text": "hi"}]}]), "mcp": {"enabled": True}})
+    bob = spawn_bob({**script_config(tmp_path, [{"replies": [{"text": "hi"}]}]), "mcp": {"enabled": True}})
     bob.initialize()
     missing = {"name": "gone", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}
     bob.call("session/new", {"cwd": str(workdir), "mcpServers": [missing]})

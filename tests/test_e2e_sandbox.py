@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 import yaml
-from bob_client import allow, allow_always, bob_command, message_text, reject, updates
+from bob_client import allow, allow_always, bash, bob_command, message_text, outputs, reject, tool, updates
 from procs import wait_gone, wait_present
 from test_e2e_mcp import marker
 
@@ -34,18 +34,6 @@ def needs_namespaces():
     found = sandbox_module.machine(False)
     if not found.namespaces:
         pytest.skip(f"this machine gives no namespaces to an unprivileged process: {found.error}")
-
-
-def bash(command, **extra):
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, **extra}}]}
-
-
-def tool(name, **arguments):
-    return {"tool_calls": [{"name": name, "arguments": arguments}]}
-
-
-def outputs(frames):
-    return [u["rawOutput"]["output"] for u in updates(frames, "tool_call_update") if "rawOutput" in u]
 
 
 def run_as_user():

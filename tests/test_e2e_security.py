@@ -12,21 +12,13 @@ import time
 import pexpect
 import pytest
 import yaml
-from bob_client import allow, allow_always, bob_command, message_text, updates
+from bob_client import allow, allow_always, bash, bob_command, message_text, tool, updates
 from procs import wait_gone, wait_present
 from test_e2e_mcp import calls, marker, stdio
 
 pytestmark = pytest.mark.e2e
 
 KEY = "sk-secret-security-key-0123456789"
-
-
-def bash(command):
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
-
-
-def tool(tool_name, **arguments):
-    return {"tool_calls": [{"name": tool_name, "arguments": arguments}]}
 
 
 # ---- 1. the chat shows exactly what will run -------------------------------------------------------

@@ -11,6 +11,7 @@ import yaml
 
 acp = pytest.importorskip("acp")
 from acp import schema  # noqa: E402
+from bob_client import bash  # noqa: E402
 from test_sdk_interop import RecordingClient, run  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -95,10 +96,6 @@ def configure(tmp_path, replies, **config):
     script.write_text(yaml.safe_dump({"turns": [{"replies": replies}]}))
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"model": {"provider": "script", "script": str(script)},
                                                           **config}))
-
-
-def bash(command, **more):
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command, **more}}]}
 
 
 async def start(conn, workdir, terminal=True):
