@@ -31,17 +31,17 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from bob_acp import bobdir
+from bob_acp import bobdir, threads
 from bob_acp.atomic import OutsideRoot, write_beneath
+from bob_acp.cancel import Cancel
 from bob_acp.exceptions import BobError, Cancelled
 from bob_acp.workspace import PRIVATE_FOLDERS
 
 if TYPE_CHECKING:
-    from bob_acp.cancel import Cancel
     from bob_acp.log import Logger
     from bob_acp.workspace import Workspace
 
-FILE, EXECUTABLE, LINK = "100644", "100755", "120000"
+FILE, EXECUTABLE, LINK, REPOSITORY = "100644", "100755", "120000", "160000"
 READ_ONLY_TOOLS = frozenset({"read_file", "read_skill", "update_plan"})  # a call of any other may change files
 GIT_TIMEOUT = 300.0  # seconds one git command may take (a first snapshot of a very large project)
 TAG = "checkpoint"  # the key on a turn's user message naming its record
@@ -87,7 +87,7 @@ class Shadow:
             big: dict[str, list[int]] = {}
             for raw in filter(None, listed.split(b"\0")):
                 try:
-                    info = os.lstat(os.path.join(self.root.encode(), raw))
+                    info = os.lstat(os.path.join(os.fsencode(self.root), raw))
                 except OSError:
                     continue
                 if stat.S_ISREG(info.st_mode) and info.st_size > self.max_bytes:
@@ -96,7 +96,10 @@ class Shadow:
                 self._git(["rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul"],
                           b"".join(b":(literal)" + os.fsencode(p) + b"\0" for p in big), cancel)
             specs = b".\0" + b"".join(b":(exclude,literal)" + os.fsencode(p) + b"\0" for p in big)
-            self._git(["add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul"], specs, cancel)
+            # (--ignore-errors: a file it cannot read, or a repository inside without a commit, is
+            # left out of the record, and the rest is recorded: exit status 1)
+            self._git(["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"], specs, cancel,
+                      allowed=(0, 1))
             tree = self._git(["write-tree"], cancel=cancel).decode().strip()
         return tree, big
 
@@ -161,7 +164,7 @@ class Shadow:
                 pass
 
     def _git(self, args: list[str], data: bytes | None = None, cancel: Cancel | None = None,
-             work_tree: bool = True) -> bytes:
+             work_tree: bool = True, allowed: tuple[int, ...] = (0,)) -> bytes:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
                "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
                "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "HOME": os.devnull}
@@ -191,7 +194,7 @@ class Shadow:
                 unsubscribe()
         if cancel is not None and cancel.is_set():
             raise Cancelled()
-        if proc.returncode != 0:
+        if proc.returncode not in allowed:
             line = " ".join(err.decode("utf-8", "replace").split())[:300] or f"exit status {proc.returncode}"
             raise CheckpointError(f"git {args[0]} failed: {line}")
         return out
@@ -266,14 +269,9 @@ class Checkpoints:
     def prewarm(self) -> None:
         """A project's first snapshot reads every file (about a second for 10,000): made now, in
         the background, so that the first turn that changes files pays only for what changed."""
-        from bob_acp import threads
-
         cold = [shadow for shadow in self.shadows.values() if shadow.cold]
         if not cold:
             return
-
-        from bob_acp.cancel import Cancel
-
         ahead = self._ahead = Cancel()
 
         def run() -> None:
@@ -379,7 +377,7 @@ class Checkpoints:
     def _apply(self, record: Record, to: int, write: Writer) -> str:
         """Each file the turn changed, to its state before it (`to` 0) or after it (1), unless it
         changed since; what was done and left, in words."""
-        restored, removed, kept, failed = [], [], [], []
+        restored, removed, kept, failed, nested = [], [], [], [], []
         for root, trees in record.trees.items():
             shadow = self.shadows.get(root)
             if shadow is None:
@@ -390,6 +388,9 @@ class Checkpoints:
                 shown = self._shown(root, path)
                 if any(part in PRIVATE_FOLDERS for part in path.split("/")):
                     continue  # (never recorded: checked all the same)
+                if any(state is not None and state[0] == REPOSITORY for state in (before, after)):
+                    nested.append(shown)  # (a git repository inside: only its commit was recorded)
+                    continue
                 if current(root, path) != expected:
                     kept.append(shown)
                     continue
@@ -407,13 +408,16 @@ class Checkpoints:
             lines.append("Restored: " + ", ".join(restored) + ".")
         if removed:
             lines.append("Removed (it did not exist then): " + ", ".join(removed) + ".")
-        if not restored and not removed and not kept and not failed:
+        if not restored and not removed and not kept and not failed and not nested:
             lines.append("No file needed changing.")
         if kept:
             lines.append("Left as they are, changed since that turn: " + ", ".join(kept) + ".")
         if record.unrecorded:
             lines.append("Not recorded, too large to keep (tools.checkpointMaxBytes), so not taken back: "
                          + ", ".join(record.unrecorded) + ".")
+        if nested:
+            lines.append("Not taken back, git repositories of their own inside the project (only their commit is "
+                         "recorded): " + ", ".join(nested) + ".")
         if failed:
             lines.append("Could not be written: " + "; ".join(failed) + ".")
         return " ".join(lines)

@@ -236,9 +236,7 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(signum, stop)
-    import faulthandler  # SIGUSR1: every thread's stack to the log, and Bob goes on
-
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=False)
+    signal.signal(signal.SIGUSR1, _stacks)
     endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w))
     tools, children = loaded("bob_acp.tools"), loaded("bob_acp.children")
     if tools is not None:  # (no tool ran if they were never loaded)
@@ -274,6 +272,23 @@ def _poke(fd: int) -> None:
     try:
         os.write(fd, b"\0")
     except OSError:  # full (already awake) or closed: nothing to add
+        pass
+
+
+def _stacks(_signum: int, _frame: object) -> None:
+    """SIGUSR1: every thread's stack to the log, and Bob goes on. Written by a Python handler, on
+    the main thread with the interpreter held (faulthandler's own handler walks the threads from
+    the signal itself, and crashed Bob when a thread was in the middle of an import)."""
+    import faulthandler
+
+    from bob_acp import log
+
+    stream = log.stream()
+    try:
+        stream.write("Bob's threads (SIGUSR1):\n")
+        stream.flush()
+        faulthandler.dump_traceback(file=stream, all_threads=True)
+    except (OSError, ValueError):
         pass
 
 

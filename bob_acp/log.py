@@ -360,6 +360,11 @@ def setup(level: str = "info", fmt: str = "console", file: str | None = None, de
     return stream
 
 
+def stream() -> TextIO:
+    """Where log lines go now: the configured file (as it is at its path), else stderr."""
+    return _current(_state.get("stream") or sys.stderr)
+
+
 def defer(job: Callable[[], None]) -> None:
     """Run `job` on the log thread, after start-up (work whose only purpose is to log); skipped
     when the process ends before it ran."""

@@ -288,3 +288,19 @@ def test_a_shadow_repository_planted_in_the_project_runs_nothing(spawn_bob, serv
     assert (workdir / "a.txt").read_text() == "one\n" and "Restored: a.txt." in message_text(frames)
     assert not marker.exists()
     assert not (planted / "objects" / "info" / "alternates").exists()
+
+
+def test_a_git_repository_inside_the_project_is_named_not_taken_back(spawn_bob, server, workdir):
+    (workdir / "vendor").mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=workdir / "vendor", check=True)
+    (workdir / "top.txt").write_text("top\n")
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo more >> top.txt && cd vendor && echo a > a && "
+                                                               "git add a && git -c user.email=a@b -c user.name=a "
+                                                               "commit -qm one"}, call_id="n1"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = bob.new_session()
+    bob.prompt(sid, "commit in vendor")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert "Restored: top.txt." in said and "git repositories of their own inside the project" in said and "vendor" in said
+    assert (workdir / "top.txt").read_text() == "top\n" and (workdir / "vendor" / "a").exists()
