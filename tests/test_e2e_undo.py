@@ -19,6 +19,13 @@ CHECKPOINTS = {"tools": {"checkpoints": True}, "sessions": {"enabled": True}, "p
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="checkpoints need git")
 
 
+@pytest.fixture(autouse=True)
+def test_log_left_out(workdir):
+    """The tests' client keeps Bob's stderr in the project (bob-stderr.log): a file another
+    program writes while a turn runs, which a checkpoint would count as the turn's."""
+    (workdir / ".gitignore").write_text("bob-stderr.log\n")
+
+
 def turn_of_three_changes(server):
     """A turn that writes one file, edits another and deletes a third through bash (and makes a
     file in an ignored folder, and an executable script)."""
@@ -35,7 +42,8 @@ def turn_of_three_changes(server):
 def project(workdir):
     (workdir / "edit.txt").write_bytes(b"line one\r\nbefore\r\n")  # (CRLF: restored byte for byte)
     (workdir / "gone.txt").write_bytes(b"\x00binary\xff")
-    (workdir / ".gitignore").write_text("node_modules/\nbob-stderr.log\n")  # (the test's own log of Bob)
+    with open(workdir / ".gitignore", "a") as handle:
+        handle.write("node_modules/\n")
     (workdir / "node_modules" / "dep").mkdir(parents=True)
     (workdir / "node_modules" / "dep" / "index.js").write_text("module.exports = 1\n")
 
