@@ -312,8 +312,8 @@ class Checkpoints:
         self._turn_id = uuid.uuid4().hex
         try:
             taken = {root: shadow.snapshot(cancel) for root, shadow in self.shadows.items()}
-        except CheckpointError:
-            self._failed = True
+        except (CheckpointError, OSError):
+            self._failed = True  # (said once: the turn's other calls do not try again)
             raise
         self._before = taken
         question = next((m for m in reversed(messages) if m["role"] == "user" and not m.get("summary")), None)
