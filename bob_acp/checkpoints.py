@@ -524,10 +524,7 @@ def write_disk(root: str, path: str, data: bytes, mode: str) -> None:
     """A file back as it was: its bytes and its executable bit, or the link it was; never through
     a link out of the root, never into .git or .bob."""
     if mode == LINK:
-        parent = os.path.dirname(os.path.join(root, path))
-        real_root = os.path.realpath(root)
-        if not (os.path.realpath(parent) + os.sep).startswith(real_root.rstrip(os.sep) + os.sep):
-            raise OutsideRoot(13, f"{path} leads out of {root}")
+        parent = _folder_inside(root, path)
         os.makedirs(parent, exist_ok=True)
         temp = os.path.join(parent, f".{os.path.basename(path)}.{secrets.token_hex(6)}.link")
         os.symlink(os.fsdecode(data), temp)
@@ -544,12 +541,19 @@ def write_disk(root: str, path: str, data: bytes, mode: str) -> None:
         os.close(fd)
 
 
+def _folder_inside(root: str, path: str) -> str:
+    """The folder of `path` in `root`, when it lies in the root with every link followed;
+    OutsideRoot otherwise (a link put in its way since the turn)."""
+    folder = os.path.dirname(os.path.join(root, path))
+    if not (os.path.realpath(folder) + os.sep).startswith(os.path.realpath(root).rstrip(os.sep) + os.sep):
+        raise OutsideRoot(13, f"{path} leads out of {root}")
+    return folder
+
+
 def remove(root: str, path: str, prune: bool = True) -> None:
     """A file the turn made, gone again (and the folders it made for it, once empty)."""
     full = os.path.join(root, path)
-    real_root = os.path.realpath(root)
-    if not (os.path.realpath(os.path.dirname(full)) + os.sep).startswith(real_root.rstrip(os.sep) + os.sep):
-        raise OutsideRoot(13, f"{path} leads out of {root}")
+    _folder_inside(root, path)
     os.unlink(full)
     folder = os.path.dirname(full)
     while prune and folder != root and folder.startswith(root.rstrip(os.sep) + os.sep):

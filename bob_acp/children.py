@@ -41,6 +41,9 @@ OWNER_VAR = wire.OWNER_VAR
 ROUNDS = 8  # rounds of orphan killing in Bob (each round's kills reparent the next generation to Bob)
 SPAWN_WAIT = 30.0  # seconds a spawn waits for the supervisor's answer
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
+# How Bob's helper Pythons run (the supervisor, the sandbox's launcher): isolated (no site, no
+# PYTHON* variables: a project cannot put code in them), and UTF-8 whatever the locale.
+PYTHON_FLAGS = ("-X", "utf8", "-I", "-S")
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 
 _lock = threading.RLock()  # a child is started and registered, or orphans looked up, under it
@@ -120,7 +123,7 @@ class Supervisor:
     def __init__(self) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-I", "-S", SUPERVISOR, str(theirs.fileno())],
+            self.proc = subprocess.Popen([sys.executable, *PYTHON_FLAGS, SUPERVISOR, str(theirs.fileno())],
                                          pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                                          stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         except BaseException:

@@ -15,11 +15,10 @@ if TYPE_CHECKING:
     import threading
     from typing import Any
 
+    from bob_acp.acp.runtime import Runtime
     from bob_acp.config import Config
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.log import Logger
-    from bob_acp.providers.base import Provider
-    from bob_acp.providers.models import ModelSet
 
 EXIT_CONFIG = 2
 
@@ -205,7 +204,7 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     if runtime.problem is not None:
         log.error(f"bob-acp: {runtime.problem}")
     cwd = os.getcwd()
-    log.info(f"bob {__version__} · model {_model_line(cfg, runtime.provider)} · config: {cfg.source or 'defaults'}")
+    log.info(f"bob {__version__} · model {_model_line(runtime)} · config: {cfg.source or 'defaults'}")
     logging_setup.defer(lambda: _banner(log, cfg, cwd))  # (what takes a look around: off the start-up path)
     if interactive:
         sys.stderr.write("bob-acp speaks the Agent Client Protocol on stdin: one JSON-RPC frame a line, for an "
@@ -329,10 +328,9 @@ def _output_closed(log: Logger, endpoint: Endpoint | None) -> None:
         endpoint.stop()
 
 
-def _model_line(cfg: Config, provider: Provider | ModelSet | None) -> str:
-    default = getattr(provider, "default", None)  # (several models: a ModelSet, its default first)
-    usable = provider is not None and (default is None or default.provider is not None)
-    model = f"{cfg.model.provider}/{cfg.model.name}" if usable else f"{cfg.model.provider} (not configured)"
+def _model_line(runtime: Runtime) -> str:
+    cfg = runtime.cfg
+    model = f"{cfg.model.provider}/{cfg.model.name}" if runtime.usable else f"{cfg.model.provider} (not configured)"
     if len(cfg.entries) > 1:
         model += f" (and {len(cfg.entries) - 1} more in the model picker)"
     return model

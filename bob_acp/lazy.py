@@ -62,6 +62,8 @@ def warm(*modules: LazyModule | Callable[[], Any]) -> None:
     """Import these (or run these loaders) on a background thread, after start-up, so the first
     real use is quick."""
     def run() -> None:
+        from bob_acp import log
+
         for module in modules:
             try:
                 if isinstance(module, LazyModule):
@@ -69,11 +71,7 @@ def warm(*modules: LazyModule | Callable[[], Any]) -> None:
                 elif not isinstance(module, ModuleType):  # a module already in its place is loaded
                     module()
             except Exception as exc:  # the real use raises it again, where it can be answered
-                from bob_acp import log
-
                 log.get("bob").debug(f"warm-up: {getattr(module, '_name', module)!r} failed: {exc!r}")
-        from bob_acp import log
-
         log.get("bob").debug("warm-up done")
 
     try:

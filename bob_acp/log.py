@@ -436,9 +436,9 @@ def _write_now(method: str, event: str, fields: dict) -> None:
         except Exception:  # (a field that cannot be shown: the event as it came)
             line = _bare_line(method, event, fields)
         with _inline_lock:
-            stream = _current(_state.get("stream") or sys.stderr)
-            stream.write(line + "\n")
-            stream.flush()
+            out = stream()
+            out.write(line + "\n")
+            out.flush()
     except Exception:  # noqa: BLE001  (a log line must never take the caller down)
         pass
 

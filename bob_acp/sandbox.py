@@ -24,6 +24,8 @@ import sys
 import tempfile
 import threading
 
+from bob_acp.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -33,8 +35,6 @@ if TYPE_CHECKING:
     from bob_acp.workspace import Workspace
 
 LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_exec.py")
-# Isolated (no site, no PYTHON* variables: a project cannot put code in it), and UTF-8 whatever the locale.
-PYTHON_FLAGS = ("-X", "utf8", "-I", "-S")
 NETWORK_ABI = 4  # the first Landlock ABI that can deny TCP
 SCOPES_ABI = 6  # the first that keeps signals and abstract UNIX sockets inside
 PROBE_TIMEOUT = 10.0

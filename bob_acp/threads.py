@@ -20,16 +20,20 @@ class ThreadLimit(BobError):
     """A thread (or a process) could not be started: the machine's limit is reached."""
 
 
-def limit_words() -> str:
-    """Which of the machine's limits a thread that cannot start met, in words: `ulimit -v` (the
-    address space, when it is bounded: a thread's stack is taken from it) or `ulimit -u`."""
+def _address_space_bounded() -> bool:
+    """Whether `ulimit -v` bounds this process's address space."""
     import resource
 
     try:
-        bounded = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
     except (OSError, ValueError):
-        bounded = False
-    if bounded:
+        return False
+
+
+def limit_words() -> str:
+    """Which of the machine's limits a thread that cannot start met, in words: `ulimit -v` (the
+    address space, when it is bounded: a thread's stack is taken from it) or `ulimit -u`."""
+    if _address_space_bounded():
         return "the limit on memory (ulimit -v) or on processes and threads (ulimit -u) is reached"
     return LIMIT
 
@@ -63,14 +67,9 @@ def economise() -> None:
         threading.stack_size(STACK_SIZE)
     except (ValueError, RuntimeError):
         pass
-    import resource
     import sys
 
-    try:
-        limited = resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-    except (OSError, ValueError):
-        limited = False
-    if limited and sys.platform.startswith("linux"):
+    if _address_space_bounded() and sys.platform.startswith("linux"):
         try:
             import ctypes
 

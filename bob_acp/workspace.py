@@ -34,6 +34,10 @@ class Workspace:
     def roots(self) -> tuple[str, ...]:
         return (self.cwd, *self.more)
 
+    def root_of(self, path: str) -> str | None:
+        """The root an absolute, normalised `path` lies under, as written (links not followed)."""
+        return next((root for root in self.roots if path.startswith(root.rstrip(os.sep) + os.sep)), None)
+
     def resolve(self, path: str) -> str:
         """`path` (relative to cwd, absolute, or ~/…) as an absolute, normalised path."""
         return os.path.normpath(os.path.join(self.cwd, os.path.expanduser(path)))

@@ -67,8 +67,8 @@ class Runtime:
 
 
 def file_signature(path: str) -> tuple | None:
-    """What says the file changed, whichever way it was changed: its device, inode, change
-    time and size (None: no such file)."""
+    """What says the file changed, whichever way it was changed: its device, inode,
+    modification time and size (None: no such file)."""
     try:
         info = os.stat(path)
     except OSError:

@@ -117,21 +117,13 @@ class Handlers:
             try:
                 stored = self.table.store(ws.cwd).load(sid)
             except sessions.SessionLoadError as exc:
-                if exc.missing:
-                    raise unknown_session(sid, exc.reason) from None
-                raise RpcError.invalid_params(f"sessionId: cannot fork session {sid}: {exc.reason}",
-                                              data={"sessionId": sid, "error": exc.reason}) from None
+                raise _unreadable(sid, exc, "fork") from None
             messages, title = stored.messages, stored.title
         self.table.check_room()
         new = sessions.new_id()
         session = self.opener.make(new, ws, history.repaired(messages), servers, runtime)
         session.title = sessions.fork_title(title or sessions.title_of(messages))
-        try:
-            self.table.admit(session)
-        except BaseException:
-            if session.mcp is not None:
-                session.mcp.close()
-            raise
+        self.table.admit(session)
         self.table.save(session)
         self.cwds.add(ws.cwd)
         self.log.info("[acp] session {session}: forked from {source} ({messages} message(s))", session=new,
@@ -153,21 +145,14 @@ class Handlers:
             session = self.opener.make(sid, ws, stored.messages, servers, runtime, stored.checkpoints)
         except sessions.SessionLoadError as exc:
             self._release(held)
-            if exc.missing:
-                raise unknown_session(sid, exc.reason) from None
-            raise RpcError.invalid_params(f"sessionId: cannot load session {sid}: {exc.reason}",
-                                          data={"sessionId": sid, "error": exc.reason}) from None
+            raise _unreadable(sid, exc, "load") from None
         except BaseException:
             self._release(held)
             raise
         session.title = stored.title or sessions.title_of(stored.messages)
         notice = self.opener.selectors().restore(session, stored.choices) if self.cfg.acp.configOptions else None
         try:
-            self.table.admit(session, replacing=held)
-        except BaseException:  # refused (limits.maxSessions): the servers started for it end now
-            if session.mcp is not None:
-                session.mcp.close()
-            raise
+            self.table.admit(session, replacing=held)  # (refused: it ends, its servers with it)
         finally:
             self._release(held)
         if held is not None and held.mcp is not None:
@@ -255,6 +240,14 @@ class Handlers:
         self.log.info("[acp] session {session}: {outcome}", session=sid,
                       outcome="deleted" if found or held else "delete: no such session, nothing to do")
         return {}
+
+
+def _unreadable(sid: str, exc: sessions.SessionLoadError, doing: str) -> RpcError:
+    """What a load or fork of a session whose file cannot be used answers."""
+    if exc.missing:
+        return unknown_session(sid, exc.reason)
+    return RpcError.invalid_params(f"sessionId: cannot {doing} session {sid}: {exc.reason}",
+                                   data={"sessionId": sid, "error": exc.reason})
 
 
 def last_plan(messages: list[dict]) -> list[dict] | None:

@@ -99,7 +99,7 @@ class Rooms:
                     server = self._server
                     made: type[SavedHandlers] = saved_module.Handlers
                     self._saved = made(server.cfg, server.log, server.table, server.channel, server.opener,
-                                       server.refs, server.require_ready)
+                                       server.refs(), server.require_ready)
         return self._saved
 
     @property
@@ -125,16 +125,13 @@ class AgentServer:
         self.initialized = False
         self.channel = ClientChannel()
         self.table = SessionTable(self.cfg, log, self.channel)
-        self.opener = Opener(self.cfg, log, self.channel, lambda: self.rooms.selectors, self.refs_of)
+        self.opener = Opener(self.cfg, log, self.channel, lambda: self.rooms.selectors, self.refs)
         self.rooms = Rooms(self)
         self._refs: Refs | None = None
 
-    @property
     def refs(self) -> Refs:
-        """ACP's tool-call ids (call_1, call_2, …): one numbering for the whole connection."""
-        return self.refs_of()
-
-    def refs_of(self) -> Refs:
+        """ACP's tool-call ids (call_1, call_2, …): one numbering for the whole connection (made at
+        first use: an engine import)."""
         if self._refs is None:
             self._refs = engine.Refs()
         return self._refs
@@ -335,12 +332,7 @@ class AgentServer:
         self.table.check_room()  # refuse before building anything (skills, system prompt)
         sid = sessions.new_id()
         session = self.opener.make(sid, ws, None, servers, runtime)
-        try:
-            self.table.admit(session)
-        except BaseException:  # refused after all (the bound, a race): its servers end with it
-            if session.mcp is not None:
-                session.mcp.close()
-            raise
+        self.table.admit(session)  # (refused after all, the bound or a race: it ends, its servers with it)
         self.table.save(session)
 
         def after() -> None:  # (once the answer is written: its round trip does not wait for these)

@@ -68,7 +68,15 @@ class SessionTable:
             raise RpcError.invalid_params(f"too many sessions: this connection holds {limit} (limits.maxSessions)")
 
     def admit(self, session: Session, replacing: Session | None = None) -> None:
-        """Seat a session within the bound (refuse, or evict the oldest)."""
+        """Seat a session within the bound (refuse, or evict the oldest). A session refused ends
+        here: what was started for it (its MCP servers, a snapshot made ahead) goes with it."""
+        try:
+            self._seat(session, replacing)
+        except BaseException:
+            session.end()
+            raise
+
+    def _seat(self, session: Session, replacing: Session | None) -> None:
         limit = self.limit()
         with self.lock:
             held = self.sessions.get(session.id)

@@ -346,12 +346,10 @@ def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> 
 def _write_confined(ctx: ToolContext, path: str, data: bytes, cancel: Cancel) -> None:
     """Write `path` inside the workspace root it lies in, never through a link out of it, never
     into a private folder (.git, .bob) or an AGENTS.md (bob_acp.atomic.write_beneath)."""
-    for root in ctx.workspace.roots:
-        if path.startswith(root.rstrip(os.sep) + os.sep):
-            write_beneath(root, os.path.relpath(path, root), data, may_commit=lambda: not cancel.is_set(),
-                          refuse=protected)
-            return
-    raise OutsideRoot(13, f"{path} is not inside the project")
+    root = ctx.workspace.root_of(path)
+    if root is None:
+        raise OutsideRoot(13, f"{path} is not inside the project")
+    write_beneath(root, os.path.relpath(path, root), data, may_commit=lambda: not cancel.is_set(), refuse=protected)
 
 
 def protected(relative: str) -> bool:
@@ -364,7 +362,7 @@ def _link_target(path: str, ws: Workspace) -> str | None:
     """Where `path` really is, when a link on its way makes that another place: a link below
     the session's root it lies in (the roots' own place as they are), or the file itself."""
     try:
-        root = next((r for r in ws.roots if path.startswith(r.rstrip(os.sep) + os.sep)), None)
+        root = ws.root_of(path)
         if root is None:
             return os.path.realpath(path) if os.path.islink(path) else None
         walked = root
