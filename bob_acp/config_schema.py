@@ -146,13 +146,16 @@ class Tools(Section):
                          "fs/write_text_file) when it offers them; the disk otherwise", full=True)
     clientTerminal: bool = key(False, "bash in the editor's terminal (terminal/create …) when it offers terminals; "
                                "Bob's own process otherwise, or when the editor cannot create one", full=True)
-    checkpoints: bool = key(False, "the session's folders recorded before and after each turn that changes them "
-                            "(a git repository of Bob's own under .bob/checkpoints; needs git): /undo and /redo",
-                            full=True)
+    checkpoints: bool = key(False, "what Bob's own tool calls change recorded (write_file and edit_file exactly, each "
+                            "bash command's changes by a look before and after it, in a git repository of Bob's own "
+                            "under .bob/checkpoints; needs git): /undo and /redo", full=True)
     checkpointTurns: int = key(20, "the turns of a session /undo can take back (older ones are pruned)", minimum=1,
                                maximum=1000)
-    checkpointMaxBytes: int = key(10 * 1024 * 1024, "a file larger than this is not recorded (/undo says so)",
+    checkpointMaxBytes: int = key(10 * 1024 * 1024, "a file larger than this is not recorded (said in the turn)",
                                   minimum=0, maximum=2 ** 40)
+    checkpointStoreLimit: int = key(1024 * 1024 * 1024, "bytes a project's checkpoint store may take; past them "
+                                    "the session's oldest undo points are dropped (said in the turn)",
+                                    minimum=1024 * 1024, maximum=2 ** 50)
     env: ToolEnv = section(ToolEnv)
 
 

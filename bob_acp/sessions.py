@@ -11,7 +11,8 @@ load: their user messages are turned into parts), `<cwd>/<sessions.dir>/<id>.jso
 
 (`additionalDirectories` only when the session has further roots: acp.additionalDirectories.)
 
-Everything but `messages` comes first, so a listing reads only the head of each file. Only the
+Everything but `messages` and `checkpoints` (a signed list of bob_acp.checkpoints records, after
+the messages) comes first, so a listing reads only the head of each file, walked as JSON. Only the
 conversation is stored, with known secrets redacted: nothing from the config or the environment.
 
 Two processes on one session (two editor windows) lose nothing: before a file is overwritten,
@@ -207,9 +208,9 @@ class SessionStore:
                           "turns": sum(1 for m in messages if m["role"] == "user")}
         if more:
             document["additionalDirectories"] = list(more)
+        document["messages"] = self._redact(messages) if self._redact else messages
         if checkpoints:
             document["checkpoints"] = checkpoints  # (signed: redacted by their owner before)
-        document["messages"] = self._redact(messages) if self._redact else messages
         self._make_folder()
         atomic_write(path, jsontext.dumps(document, option=jsontext.OPT_INDENT_2) + b"\n")
         with _seen_lock:
@@ -241,7 +242,7 @@ class SessionStore:
 
     def _head(self, path: str) -> dict:
         try:
-            return _parse_head(_read_head(path))
+            return _read_parsed_head(path)
         except (OSError, ValueError):
             return {}
 
@@ -304,7 +305,7 @@ class SessionStore:
     def listed(self, sid: str, mtime_ns: int) -> ListedSession | None:
         """What a listing shows of one session, from the head of its file alone."""
         try:
-            head = _parse_head(_read_head(self.path_for(sid)))
+            head = _read_parsed_head(self.path_for(sid))
         except (OSError, ValueError):
             return None  # unreadable or not a session file: not listed
         if head.get("turns") == 0:
@@ -364,18 +365,48 @@ def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
         raise ValueError("not a cursor this agent gave") from None
 
 
-def _read_head(path: str) -> bytes:
+def _read_parsed_head(path: str) -> dict:
+    """A session file's head: from its first HEAD_BYTES, or, where the head is longer (a file
+    whose large fields do not come last), from the whole file read as JSON."""
     with open_regular(path) as handle:
-        return handle.read(HEAD_BYTES)
+        data = handle.read(HEAD_BYTES)
+        try:
+            return _parse_head(data)
+        except ValueError:
+            if len(data) < HEAD_BYTES:
+                raise
+            data += read_up_to(handle, MAX_FILE_BYTES)
+    try:
+        document = jsontext.loads(data)
+    except (jsontext.JSONDecodeError, RecursionError):
+        raise ValueError("not valid JSON") from None
+    document = _head_fields(document)
+    return {k: v for k, v in document.items() if k.encode() not in (b"messages", b"checkpoints")}
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_BULK = (b'"messages"', b'"checkpoints"')  # the large fields, which a listing never reads
 
 
 def _parse_head(data: bytes) -> dict:
-    """The fields before `messages` (written first), without reading the messages."""
-    cut = data.find(b'"messages"')
-    if cut < 0:
-        raise ValueError("no messages key in the head")
-    head = data[:cut].rstrip().rstrip(b",") + b"}"
-    value = jsontext.loads(head)
+    """The fields before the first of the large ones (`messages`, `checkpoints`), read as JSON:
+    the head is walked token by token (strings whole, nesting counted), so a "messages" inside
+    a string or a nested object is never taken for the top-level key. ValueError when the head
+    does not end within `data` (the caller then reads the whole file)."""
+    depth = 0
+    for match in _TOKEN.finditer(data):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+        elif token in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and token in _BULK and data[match.end():].lstrip()[:1] == b":":
+            head = data[:match.start()].rstrip().rstrip(b",") + b"}"
+            return _head_fields(jsontext.loads(head))
+    raise ValueError("no messages key in the head")
+
+
+def _head_fields(value: object) -> dict:
     if not isinstance(value, dict) or value.get("version") not in VERSIONS:
         raise ValueError("not a session file")
     return value

@@ -120,7 +120,11 @@ class Bob:
                 if result is not None:
                     self.send({"jsonrpc": "2.0", "id": frame["id"], "result": result})
             elif editor is not None and "method" in frame and "id" in frame:
-                self.send({"jsonrpc": "2.0", "id": frame["id"], "result": editor(frame)})
+                reply = editor(frame)  # ({"__error__": {code, message}}: the editor answers with an error)
+                if isinstance(reply, dict) and "__error__" in reply:
+                    self.send({"jsonrpc": "2.0", "id": frame["id"], "error": reply["__error__"]})
+                else:
+                    self.send({"jsonrpc": "2.0", "id": frame["id"], "result": reply})
 
     def call(self, method: str, params: Any, answer: Callable[[dict], Any] | None = None,
              timeout: float | None = None, editor: Callable[[dict], Any] | None = None) -> tuple[dict, list[dict]]:

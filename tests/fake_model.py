@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Response:
     gzip: bool = False  # compress the stream when the client accepts gzip (nginx gzip_types, proxies)
     cache_usage: bool = False  # Anthropic: message_start reports prompt-cache reads as the real API does
     silent: float = 0.0  # seconds before the status line (a model still queueing: no headers yet)
+    on_request: Callable[[], None] | None = None  # run when the request comes (what happens while the model answers)
 
 
 def history_problem(path: str, body) -> str | None:
@@ -275,6 +277,8 @@ class FakeModelServer:
                     response = server.responses.get_nowait()
                 except queue.Empty:
                     response = Response(500, body=b'{"error": {"message": "fake model: no response enqueued"}}')
+                if response.on_request is not None:
+                    response.on_request()
                 server._serve(self, response)
 
             def do_GET(self):

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pexpect
 import pytest
@@ -369,8 +370,14 @@ def test_undo_in_the_chat_takes_back_the_last_turn(chat, workdir):
     script = {"turns": [{"match": "write", "replies": [
         {"tool_calls": [{"name": "write_file", "arguments": {"path": "made.txt", "content": "by the turn\n"}}]},
         {"text": "written"}]}]}
-    child = chat([], script, {"tools": {"checkpoints": True}, "permissions": {"mode": "allow-all"}})
+    log = workdir.parent / "chat-undo.log"
+    child = chat([], script, {"tools": {"checkpoints": True}, "permissions": {"mode": "allow-all"},
+                              "log": {"file": str(log)}})
     child.expect("you> ")
+    deadline = time.monotonic() + 30  # (the first look at the project: a call before it is not recorded)
+    while "checkpoints: first look at" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the first look at the project was never made"
+        time.sleep(0.02)
     child.sendline("/help")
     child.expect("/undo")
     child.expect("you> ")

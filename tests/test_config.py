@@ -30,7 +30,7 @@ def test_defaults_are_the_documented_ones():
         "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144,
                   "sandbox": "off", "sandboxNetwork": False, "limits": {"processes": 512, "memory": None},
                   "plan": False, "clientFs": False, "clientTerminal": False, "checkpoints": False, "checkpointTurns": 20,
-                  "checkpointMaxBytes": 10485760,
+                  "checkpointMaxBytes": 10485760, "checkpointStoreLimit": 1073741824,
                   "env": {"drop": ["*_API_KEY", "*_SECRET*", "*_TOKEN"]}},
         "loop": {"warnAt": 3, "stopAt": 5},
         "limits": {"maxSessions": 1024, "sessionOverflow": "refuse", "maxModelCalls": 50},

@@ -72,11 +72,16 @@ class Opener:
                                 "offers no /undo or /redo.")
             return
         conv.checkpoints = checkpoints.Checkpoints(conv.workspace, sid, cfg.tools.checkpointTurns,
-                                                   cfg.tools.checkpointMaxBytes, self.log)
+                                                   cfg.tools.checkpointMaxBytes, self.log,
+                                                   store_limit=cfg.tools.checkpointStoreLimit,
+                                                   own=(cfg.log.file,) if cfg.log.file else ())
         conv.checkpoints.prewarm()
         if records and conv.checkpoints.load(records):
-            conv.notices.append("Some checkpoints in this session's file were not made by you (or were edited): "
-                                "/undo leaves them out.")
+            conv.notices.append("Some checkpoints in this session's file were not made by you, were edited, or come "
+                                "from an older Bob: /undo leaves them out.")
+        interrupted = conv.checkpoints.interrupted()
+        if interrupted:
+            conv.notices.append(interrupted)
 
     def client_port(self, sid: str, runtime: Runtime) -> EditorClient | None:
         """The editor's files and terminals for one session, as far as its configuration and the

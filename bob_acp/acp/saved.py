@@ -122,7 +122,7 @@ class Handlers:
         self.table.check_room()
         new = sessions.new_id()
         session = self.opener.make(new, ws, history.repaired(messages), servers, runtime)
-        session.title = sessions.fork_title(title or sessions.title_of(messages))
+        session.title = session.title_sent = sessions.fork_title(title or sessions.title_of(messages))
         self.table.admit(session)
         self.table.save(session)
         self.cwds.add(ws.cwd)

@@ -53,7 +53,8 @@ class Session:
         self.turns: set[Turn] = set()  # its running turn and those waiting for theirs
         self.loading = False  # a session/load is replacing it
         self.file_id = sid  # the id its file is saved under (another one after a conflicting writer)
-        self.title: str | None = None
+        self.title: str | None = None  # set by the first turn (or the file, or a fork); kept through compactions
+        self.title_sent: str | None = None  # the title the client was last told (session_info_update)
         self.mcp: McpSet | None = None  # its MCP servers, when mcp.enabled
         self.unsaved: str | None = None  # why its last save failed (it is kept in memory meanwhile)
         self.announced = False  # its session/new, load or resume is answered: the client knows its id

@@ -150,7 +150,9 @@ class SessionTable:
         choices = {"model": conv.model, "mode": conv.mode, "reasoning": conv.reasoning} if self.cfg.acp.configOptions else {}
         # A copy: a save from the dispatcher (a mode change) can come while the turn appends.
         messages = list(conv.messages if messages is None else messages)
-        title = (session.title if sid is None else None) or sessions.title_of(messages)
+        if sid is None:  # (the title stays what the first turn gave: a compaction or /undo does not rename)
+            session.title = session.title or sessions.title_of(messages)
+        title = session.title if sid is None else sessions.title_of(messages)
         try:
             records = (conv.checkpoints.data(session.runtime.redact) if conv.checkpoints is not None and sid is None
                        else None)

@@ -9,7 +9,6 @@ provider did meanwhile; a cancel after it is logged as too late.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING, Callable
 
@@ -29,8 +28,9 @@ from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.timestamps import utc_now
 
 if TYPE_CHECKING:
+    from bob_acp.cancel import Cancel
     from bob_acp.log import Logger
-
+    from bob_acp.tools.client import Client
 
 
 class Handlers:
@@ -118,6 +118,8 @@ class Handlers:
             return self.command_compact(session, sink, turn)
         if command in ("/undo", "/redo") and session.conv.checkpoints is not None:
             return self.command_undo(session, sink, turn, redo=command == "/redo")
+        if command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints:
+            return self.command_without_git(session, sink, command)
         typed = text
         text = skills.rewrite_prompt(text, session.catalog)
         found = prompts.attachments(text, session.cwd)
@@ -148,9 +150,9 @@ class Handlers:
         """With acp.sessionHistory: the title once the first turn gave one, updatedAt after each."""
         if not self.cfg.acp.sessionHistory:
             return
-        title = sessions.title_of(session.conv.messages)
-        fresh = title if title and title != session.title else None
-        session.title = title or session.title
+        session.title = session.title or sessions.title_of(session.conv.messages)
+        fresh = session.title if session.title != session.title_sent else None
+        session.title_sent = session.title
         sink.send(p.session_info_update(fresh, utc_now()))
 
     # ---- commands ------------------------------------------------------------------------------
@@ -177,43 +179,33 @@ class Handlers:
         return engine.END_TURN
 
     def command_undo(self, session: Session, sink: TurnSink, turn: Turn, redo: bool) -> str:
-        """/undo: the last turn that changed files taken back, its files and its messages; /redo:
-        what the last /undo took, put back. As a turn: never while another runs."""
+        """/undo: the last recorded turn taken back, its files and its messages; /redo: what the
+        last /undo took, put back. As a turn: never while another runs."""
         from bob_acp import checkpoints
 
         conv = session.conv
         assert conv.checkpoints is not None
-        client = conv.client
-
-        def write(root: str, path: str, data: bytes, mode: str) -> None:
-            # Through the editor when it writes files (its buffer follows); the disk otherwise.
-            full = os.path.join(root, path)
-            if (client is not None and client.can_write and mode == checkpoints.FILE and os.path.isfile(full)
-                    and not os.path.islink(full) and not os.stat(full).st_mode & 0o111):
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    text = None
-                if text is not None:
-                    try:
-                        client.write(full, text, turn.cancel)
-                        return
-                    except ClientError as exc:
-                        self.log.info(f"[acp] session {session.id}: the editor did not write {full} ({exc}); "
-                                      "written on disk")
-            checkpoints.write_disk(root, path, data, mode)
-
+        editor = _Editor(conv.client, turn.cancel) if conv.client is not None else None
         try:
-            line = (conv.checkpoints.redo if redo else conv.checkpoints.undo)(conv.messages, write)
+            line = (conv.checkpoints.redo if redo else conv.checkpoints.undo)(
+                conv.messages, editor, lambda: self.table.save(session))
         except Cancelled:
             return engine.CANCELLED
         except (checkpoints.CheckpointError, OSError) as exc:
-            line = f"{'↪️ /redo' if redo else '↩️ /undo'} failed: {exc}"
+            line = f"{'↪️ /redo' if redo else '↩️ /undo'} failed: {exc}. Nothing of the conversation was taken out; " \
+                   "it can be tried again."
         conv.forget_count()
         sink.text(line + "\n", engine.new_message_id())
         self.log.info("[acp] session {session}: {command} — {outcome}", session=session.id,
                       command="/redo" if redo else "/undo", outcome=line.replace("\n", " "))
         self.table.save(session)
+        return engine.END_TURN
+
+    def command_without_git(self, session: Session, sink: TurnSink, command: str) -> str:
+        """/undo or /redo where checkpoints are on but git is missing: said, never sent to the model."""
+        sink.text(f"{command} needs git, which is not installed here, so this session records no changes to take "
+                  "back. Install git (for example `apt install git`, `brew install git` or `dnf install git`) and "
+                  "open a new session.\n", engine.new_message_id())
         return engine.END_TURN
 
     def command_compact(self, session: Session, sink: TurnSink, turn: Turn) -> str:
@@ -225,3 +217,29 @@ class Handlers:
         self.log.info("[acp] session {session}: /compact — {outcome}", session=session.id, outcome=line)
         self.table.save(session)
         return engine.END_TURN
+
+
+class _Editor:
+    """The editor's files for /undo (bob_acp.checkpoints.restore.Editor): its buffer read before a
+    file is put back, the file written through it; an error is an OSError (the disk decides)."""
+
+    def __init__(self, client: Client, cancel: Cancel):
+        self.client = client
+        self.cancel = cancel
+        self.can_read = client.can_read
+        self.can_write = client.can_write
+
+    def read(self, path: str) -> str:
+        try:
+            text = self.client.read(path, self.cancel)
+        except ClientError as exc:
+            raise OSError(str(exc)) from None
+        if text is None:
+            raise OSError("the editor does not have it")
+        return text
+
+    def write(self, path: str, text: str) -> None:
+        try:
+            self.client.write(path, text, self.cancel)
+        except ClientError as exc:
+            raise OSError(f"the editor did not write it: {exc}") from None

@@ -18,6 +18,7 @@ import orjson
 from bob_acp import compress, history, sandbox, system_prompt
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import READ_ONLY_TOOLS, CheckpointError
+from bob_acp.checkpoints.session import Window
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
@@ -260,10 +261,11 @@ class Engine:
         return (CANCELLED if cancel.is_set() else stop), stats
 
     def _end_checkpoint(self, conv: Conversation, sink: Sink) -> None:
-        """The turn's record, when it changed files (tools.checkpoints)."""
+        """The turn's record, when Bob's calls changed files (tools.checkpoints)."""
         assert conv.checkpoints is not None
         try:
-            conv.checkpoints.end_turn()
+            if conv.checkpoints.end_turn(conv.messages) is not None:
+                self._say(sink, conv.checkpoints.tidy())
         except (CheckpointError, OSError) as exc:
             sink.notice("This turn could not be recorded: /undo cannot take it back", str(exc))
             if self.log is not None:
@@ -374,10 +376,13 @@ class Engine:
             sink.tool_terminal(call)
 
         ctx.show_terminal = show_terminal
+        window = self._open_window(conv, call, sink, cancel)
         try:
-            if conv.checkpoints is not None and call.name not in READ_ONLY_TOOLS:
-                self._checkpoint(conv, sink, cancel)
-            result = call.tool.run(call.arguments, ctx, cancel)
+            try:
+                result = call.tool.run(call.arguments, ctx, cancel)
+            finally:
+                if window is not None:
+                    self._close_window(conv, window, sink)
         except Cancelled:
             self._finish(conv, call, sink, failed(CANCELLED_RESULT))
             raise
@@ -390,16 +395,38 @@ class Engine:
         stats.count(call)
         self._finish(conv, call, sink, result)
 
-    def _checkpoint(self, conv: Conversation, sink: Sink, cancel: Cancel) -> None:
-        """Before the turn's first call that may change files: its folders as they are (once a
-        turn; a failure is said once and the turn goes on, without a record)."""
+    def _open_window(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> Window | None:
+        """Before a call that may change files (tools.checkpoints): what it may change, as it is
+        now; a failure is said once a turn and the call runs unrecorded."""
+        if conv.checkpoints is None or call.name in READ_ONLY_TOOLS:
+            return None
+        path = call.arguments.get("path")
+        target = conv.workspace.resolve(path) if isinstance(path, str) and path and "\0" not in path else None
+        try:
+            window, said = conv.checkpoints.open_window(call.name, target, cancel)
+        except (CheckpointError, OSError) as exc:
+            self._checkpoint_failed(conv, sink, exc)
+            return None
+        self._say(sink, said)
+        return window
+
+    def _close_window(self, conv: Conversation, window: Window, sink: Sink) -> None:
         assert conv.checkpoints is not None
         try:
-            conv.checkpoints.before_change(conv.messages, cancel)
+            self._say(sink, conv.checkpoints.close_window(window))
         except (CheckpointError, OSError) as exc:
-            sink.notice("This turn cannot be recorded: /undo will not take it back", str(exc))
-            if self.log is not None:
-                self.log.warning(f"[acp] checkpoint before a change failed: {exc}")
+            self._checkpoint_failed(conv, sink, exc)
+
+    def _checkpoint_failed(self, conv: Conversation, sink: Sink, exc: Exception) -> None:
+        if self.log is not None:
+            self.log.warning(f"[acp] checkpoint of a call failed: {exc}")
+        if conv.checkpoints is not None and conv.checkpoints.first_failure():
+            sink.notice("A change of this turn cannot be recorded: /undo will not take it back", str(exc))
+
+    @staticmethod
+    def _say(sink: Sink, line: str) -> None:
+        if line:
+            sink.notice(line, severity="info")
 
     def _permitted(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> bool:
         tool = call.tool

@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import threading
 
-from bob_acp.atomic import NotRegular, OutsideRoot, atomic_write, open_regular, read_up_to, write_beneath
+from bob_acp.atomic import NotRegular, atomic_write, open_regular, read_up_to
+from bob_acp.beneath import OutsideRoot, write_beneath
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsontext import clean
@@ -345,7 +346,7 @@ def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> 
 
 def _write_confined(ctx: ToolContext, path: str, data: bytes, cancel: Cancel) -> None:
     """Write `path` inside the workspace root it lies in, never through a link out of it, never
-    into a private folder (.git, .bob) or an AGENTS.md (bob_acp.atomic.write_beneath)."""
+    into a private folder (.git, .bob) or an AGENTS.md (bob_acp.beneath.write_beneath)."""
     root = ctx.workspace.root_of(path)
     if root is None:
         raise OutsideRoot(13, f"{path} is not inside the project")

@@ -1,0 +1,613 @@
+"""One session's checkpoints (tools.checkpoints): what Bob's own tool calls changed, so that /undo
+takes a turn back and /redo puts it again, and nothing anyone else changed is ever touched.
+
+Changes are attributed to the calls that made them. write_file and edit_file: the file's exact
+bytes and mode before and after the call (ignored files included). bash: each root as it was
+right before the command and right after it (bob_acp.checkpoints.store); what changed in
+between is the command's. So a window is a call, not a turn: what the user, an editor's
+autosave, a formatter or a background job changes while the model thinks, while the user is
+asked, or after a command ended, is never the turn's. Within a command's run Bob cannot tell
+who wrote a file: /undo says which restored files changed while a command ran.
+
+A turn's record holds, for each path, its state before Bob's first call that touched it and
+after the last; when someone else changed it between two of Bob's calls, only Bob's part after
+that is taken back. /undo and /redo are journaled: the record says a restore is under way (in
+the session's file) before a file is touched, and the restore is idempotent, so a failure or a
+kill leaves it to be finished by the next /undo, the conversation untrimmed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from bob_acp import threads
+from bob_acp.atomic import UMASK
+from bob_acp.beneath import OutsideRoot, Place
+from bob_acp.cancel import Cancel
+from bob_acp.checkpoints import restore
+from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
+from bob_acp.checkpoints.store import LINK, REPOSITORY, CheckpointError, Entry, Shadow, Snapshot, store_of
+from bob_acp.exceptions import Cancelled
+
+if TYPE_CHECKING:
+    from bob_acp.log import Logger
+    from bob_acp.workspace import Workspace
+
+READ_ONLY_TOOLS = frozenset({"read_file", "read_skill", "update_plan", "ask_user"})  # a call of any other may change files
+FILE_TOOLS = frozenset({"write_file", "edit_file"})
+TAG = "checkpoint"  # the key on a turn's user message naming its record
+PACK_AT = 1024  # loose objects in a store before they are packed
+TIDY_EVERY = 8  # recorded turns between looks at the store's size (sooner after a turn that wrote much)
+STORE_LIMIT = 1024 * 1024 * 1024  # bytes a project's store may take before the oldest records go
+
+
+@dataclass
+class Window:
+    """One call's window: the roots as they were before it (bash), or the file as it was."""
+
+    name: str
+    snapshots: dict[str, Snapshot] = field(default_factory=dict)
+    ignored: dict[str, dict[str, tuple[int, int, int] | None]] = field(default_factory=dict)  # root -> path -> stat
+    heads: dict[str, bytes] = field(default_factory=dict)  # each root's git HEAD and branch, as they were
+    file: tuple[str, str] | None = None  # (root, path) of a file tool's file
+    old: tuple[State | None, bytes] | None = None  # its state and bytes before
+
+
+class Checkpoints:
+    """One session's checkpoints: windows taken around its calls (by the engine), a record per
+    turn, walked back and forth by /undo and /redo (under the turn lock: never two at once)."""
+
+    def __init__(self, ws: Workspace, session_id: str, keep: int, max_bytes: int, log: Logger | None = None,
+                 key: bytes | None = None, store_limit: int = STORE_LIMIT, own: tuple[str, ...] = ()):
+        self.workspace = ws
+        self.session_id = session_id
+        self.keep = keep
+        self.max_bytes = max_bytes
+        self.store_limit = store_limit
+        self.log = log
+        store = store_of(ws.cwd)
+        self.shadows = {root: Shadow(root, store, max_bytes) for root in ws.roots}
+        self.records: list[Record] = []
+        self.modes: dict[str, dict[str, int]] = {root: {} for root in ws.roots}  # every file's mode bits, per root
+        self.ignored: dict[str, list[str]] = {root: [] for root in ws.roots}  # what .gitignore leaves out, per root
+        self.own = {os.path.realpath(p) for p in (*own, "/proc/self/fd/2")}  # files Bob itself writes (its logs)
+        self._key = key if key is not None else user_key()
+        self._warm = threading.Event()  # the first snapshot of every root was made (or could not be)
+        self._ahead = Cancel()  # the first snapshot made ahead, stopped when the session ends
+        self._turn = ""
+        self._chains: dict[tuple[str, str], list[Change]] = {}
+        self._notes: list[str] = []
+        self._said: set[str] = set()  # (what this turn said once already)
+        self._touched = False  # a call of this turn opened a window
+        self._tidy_turns = 0  # recorded turns since the store's size was looked at
+        self._grown = 0  # bytes of the files those turns changed (what the store may have grown by)
+        self.unrecorded_turns = 0  # turns that changed files but could not be recorded
+
+    # ---- the first snapshot, ahead ----------------------------------------------------------------
+
+    def prewarm(self) -> None:
+        """A project's first snapshot reads every file (about a second for 10,000): made now, in
+        the background, with the mode of every file, so that a turn pays only for what changed."""
+        try:
+            threads.start(self._warm_up, "bob-checkpoint-ahead")
+        except threads.ThreadLimit:
+            self._warm_up()  # (no thread to be had: made now, as a turn would)
+
+    def _warm_up(self) -> None:
+        import time
+
+        try:
+            for root, shadow in self.shadows.items():
+                started = time.monotonic()
+                shadow.snapshot(self._ahead)
+                self.ignored[root] = shadow.ignored()
+                modes = self.modes[root]
+                paths = shadow.paths()
+                for path in paths:
+                    try:
+                        modes[path] = stat.S_IMODE(os.lstat(os.path.join(root, path)).st_mode)
+                    except OSError:
+                        pass
+                    if self._ahead.is_set():
+                        return
+                if self.log is not None:
+                    self.log.info(f"[acp] session {self.session_id}: checkpoints: first look at {root} made "
+                                  f"({len(paths)} files, {(time.monotonic() - started) * 1000:.0f} ms)")
+        except Cancelled:
+            return
+        except (OSError, CheckpointError) as exc:
+            if self.log is not None:
+                self.log.info(f"[acp] checkpoints: first snapshot not made ahead: {exc}")
+        finally:
+            self._warm.set()
+        for shadow in self.shadows.values():  # (the first snapshot's objects, one a file: packed)
+            if self._ahead.is_set():
+                return
+            self._pack(shadow)
+
+    def close(self) -> None:
+        """The session ends: a snapshot still being made ahead stops (its git is killed)."""
+        self._ahead.set()
+
+    # ---- during a turn -------------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        """A new turn: what /undo took back can no longer be put again (the files go on from here)."""
+        self._turn = uuid.uuid4().hex
+        self._chains = {}
+        self._notes = []
+        self._said = set()
+        self._touched = False
+        dropped = [r for r in self.records if r.undone]
+        if dropped:
+            self.records = [r for r in self.records if not r.undone]
+            self._drop(dropped)
+
+    def open_window(self, name: str, path: str | None, cancel: Cancel) -> tuple[Window | None, str]:
+        """Before a call that may change files: (its window, or None when it cannot be recorded;
+        what to tell the user about that, once a turn, or "")."""
+        if not self._warm.is_set():  # (a turn never waits for it: the call goes unrecorded, and says so)
+            return None, self._once("warming", "This call's changes are not recorded (/undo cannot take them back): "
+                                    "the project's first checkpoint is still being made.")
+        self._touched = True
+        if name in FILE_TOOLS:
+            return self._open_file(name, path)
+        window = Window(name)
+        for root, shadow in self.shadows.items():
+            window.snapshots[root] = self._snapshot(root, shadow, cancel)
+            window.heads[root] = _git_head(root)
+            window.ignored[root] = {path: _signature(os.path.join(root, path)) for path in self.ignored[root]}
+        return window, self._rebuilt()
+
+    def close_window(self, window: Window) -> str:
+        """After the call: what it changed joins the turn; what the user must know now, or ""."""
+        if window.file is not None:
+            return self._close_file(window)
+        said = []
+        for root, shadow in self.shadows.items():
+            before = window.snapshots[root]
+            modes_before = dict(self.modes[root])  # (the snapshot below learns the new modes)
+            after = self._snapshot(root, shadow, None)
+            found: dict[str, Change] = {}
+            for path, old, new in shadow.changes(before.tree, after.tree):
+                if any(entry is not None and entry[0] == REPOSITORY for entry in (old, new)):
+                    said.append(self._note(f"{self._shown(root, path)} (a git repository inside: only its commit is "
+                                           "recorded, so /undo does not take it back)"))
+                    continue
+                found[path] = Change(root, path, _state(old, modes_before.get(path)),
+                                     _state(new, self.modes[root].get(path)), window.name, during=True)
+            added_or_gone = any(c.before is None or c.after is None for c in found.values())
+            if before.empty != after.empty or added_or_gone:  # (only then can a folder come or go)
+                for change in self._folders(root, shadow, before, after):
+                    both = found.get(change.path)  # (a file that became a folder, or the other way: one change)
+                    found[change.path] = change if both is None else Change(
+                        root, change.path, both.before or change.before, both.after or change.after, window.name,
+                        during=True)
+            for change in found.values():
+                self._join(change)
+            for path in sorted(set(after.big) | set(before.big)):
+                if after.big.get(path) != before.big.get(path):
+                    said.append(self._note(f"{self._shown(root, path)} (larger than tools.checkpointMaxBytes)"))
+            touched = [path for path, seen in window.ignored[root].items()
+                       if _signature(os.path.join(root, path)) != seen and os.path.realpath(os.path.join(root, path))
+                       not in self.own]
+            if touched:
+                shown = ", ".join(self._shown(root, p) for p in touched[:5]) + (
+                    f" and {len(touched) - 5} more" if len(touched) > 5 else "")
+                said.append(self._note(f"{shown} (left out by .gitignore: a command's changes there are not "
+                                       "recorded)"))
+            if _git_head(root) != window.heads[root]:
+                said.append(self._note(f"git's HEAD or branch in {root} (commits, checkouts and branch changes are "
+                                       "git's to undo)"))
+        self._keep_window()
+        said = [line for line in said if line]
+        return ("Not recorded, so /undo will not take it back: " + "; ".join(said) + ".") if said else self._rebuilt()
+
+    def end_turn(self, messages: list[dict]) -> Record | None:
+        """After the turn: its record, when Bob's calls changed anything."""
+        changes = [c for c in (self._collapse(chain) for chain in self._chains.values()) if c is not None]
+        notes, self._notes, self._chains = self._notes, [], {}
+        if not changes:
+            if notes:
+                self.unrecorded_turns += 1
+            if self._touched:  # (what its calls kept for a change that came to nothing)
+                self._drop_refs(self._turn, set(self.shadows))
+            return None
+        record = Record(self._turn, changes, notes)
+        for change in changes:
+            if change.after is not None and change.after["type"] == "file":
+                try:
+                    self._grown += os.lstat(os.path.join(change.root, change.path)).st_size
+                except OSError:
+                    pass
+        question = next((m for m in reversed(messages) if m["role"] == "user" and not m.get("summary")), None)
+        if question is not None:
+            question[TAG] = record.id
+        self.records.append(record)
+        if len(self.records) > self.keep:
+            old, self.records = self.records[:-self.keep], self.records[-self.keep:]
+            self._drop(old)
+        return record
+
+    def tidy(self) -> str:
+        """After a recorded turn: the store packed when loose objects piled up, and bounded (the
+        oldest records dropped past tools.checkpointStoreLimit); what the user must know, or ""."""
+        self._tidy_turns += 1
+        if self._tidy_turns < TIDY_EVERY and self._grown < self.store_limit // 64:
+            return ""  # (a look at the store's size costs a git run: every few turns, or after a large one)
+        self._tidy_turns, self._grown = 0, 0
+        dropped = 0
+        for shadow in self.shadows.values():
+            size, loose = shadow.size()
+            while size > self.store_limit and len(self.records) > 1:
+                self._drop([self.records.pop(0)])
+                dropped += 1
+                self._pack(shadow)
+                self._drop_loose(shadow)
+                size, loose = shadow.size()
+            if loose >= PACK_AT:
+                try:
+                    threads.start(lambda shadow=shadow: self._pack(shadow), "bob-checkpoint-pack")
+                except threads.ThreadLimit:
+                    pass  # (packed after a later turn)
+        if not dropped:
+            return ""
+        return (f"The checkpoint store of this project passed tools.checkpointStoreLimit "
+                f"({self.store_limit // (1024 * 1024)} MiB): the {dropped} oldest undo point(s) of this session were "
+                "dropped.")
+
+    # ---- /undo and /redo -----------------------------------------------------------------------
+
+    def undo(self, messages: list[dict], editor: restore.Editor | None, save: Callable[[], None]) -> str:
+        record = next((r for r in reversed(self.records) if not r.undone), None)
+        if record is None:
+            return "↩️ Nothing to undo: " + self._why_nothing()
+        index = next((i for i, m in enumerate(messages) if m.get(TAG) == record.id), None)
+        later = [_title([m]) for m in messages[index + 1:] if m["role"] == "user" and not m.get("summary")] \
+            if index is not None else []
+        outcome = self._apply(record, 0, editor, save)
+        if not outcome.complete:
+            return ("↩️ /undo did not finish: " + restore.words(outcome) + " Nothing of the conversation was taken "
+                    "out; /undo again tries the rest.")
+        if index is not None:
+            record.messages = messages[index:]
+            del messages[index:]
+        record.undone = True
+        title = _title(record.messages)
+        said = [f"↩️ Undid the turn “{title}”" if title else "↩️ Undid the last recorded turn (the conversation no "
+                "longer held it)"]
+        if later:
+            said.append("Taken out of the conversation with it, the later turn(s) that changed no files: "
+                        + ", ".join(f"“{t}”" for t in later) + ".")
+        said.append(restore.words(outcome))
+        if record.notes:
+            said.append("Not recorded, so not taken back: " + "; ".join(record.notes) + ".")
+        return "\n".join(line for line in said if line)
+
+    def redo(self, messages: list[dict], editor: restore.Editor | None, save: Callable[[], None]) -> str:
+        undone = [r for r in self.records if r.undone]
+        if not undone:
+            return "↪️ Nothing to redo: /redo puts back what the last /undo took, until a new turn."
+        record = undone[0]
+        outcome = self._apply(record, 1, editor, save)
+        if not outcome.complete:
+            return "↪️ /redo did not finish: " + restore.words(outcome) + " /redo again tries the rest."
+        messages.extend(record.messages)
+        title = _title(record.messages)
+        record.messages = []
+        record.undone = False
+        return "\n".join(line for line in (f"↪️ Redid the turn “{title}”" if title else "↪️ Redid the turn",
+                                           restore.words(outcome)) if line)
+
+    def interrupted(self) -> str:
+        """What to tell at load about a restore a stopped Bob left unfinished, or ""."""
+        pending = [r for r in self.records if r.pending is not None]
+        if not pending:
+            return ""
+        command = "/undo" if pending[0].pending == 0 else "/redo"
+        return (f"An {command} of this session did not finish (Bob was stopped during it): some files may be put back "
+                f"and others not. Run {command} again to finish it; nothing else is touched.")
+
+    def _apply(self, record: Record, to: int, editor: restore.Editor | None, save: Callable[[], None]) -> restore.Outcome:
+        record.pending = to
+        save()  # (the journal: said before a file is touched)
+        shadows = self.shadows
+
+        def blob(blob_id: str) -> bytes:
+            for shadow in shadows.values():
+                try:
+                    return shadow.blob(blob_id)
+                except CheckpointError:
+                    continue
+            raise CheckpointError(f"the store has lost {blob_id[:12]} (its folder was changed by hand?)")
+
+        changes = [c for c in record.changes if c.root in shadows]
+        outcome = restore.apply(changes, to, blob, lambda c: self._shown(c.root, c.path), self.max_bytes, editor)
+        outcome.kept += [f"{self._shown(c.root, c.path)} (not in a folder of this session any more)"
+                         for c in record.changes if c.root not in shadows]
+        if outcome.complete:
+            record.pending = None
+        return outcome
+
+    def _why_nothing(self) -> str:
+        reasons = ["no change Bob made in this session's turns is recorded"]
+        if self.unrecorded_turns:
+            reasons.append(f"{self.unrecorded_turns} turn(s) changed only what cannot be recorded (said at the time)")
+        if self.keep:
+            reasons.append(f"only the last {self.keep} recorded turns are kept")
+        return "; ".join(reasons) + ". Changes commands make to files the project ignores (.gitignore) are never recorded."
+
+    # ---- kept with the session -----------------------------------------------------------------
+
+    def data(self, redact: Callable[[object], object] | None = None) -> list[dict]:
+        """The records, signed, for the session's file; `redact`: what they go through first (the
+        configuration's secrets out of the messages an /undo took), so that the signature holds
+        for what is written."""
+        signed_items = []
+        for record in self.records:
+            item = record.data()
+            if redact is not None:
+                item = redact(item)  # type: ignore[assignment]
+            item["mac"] = sign(self._key, self.session_id, item)
+            signed_items.append(item)
+        return signed_items
+
+    def load(self, items: object) -> int:
+        """The records of a session's file, those signed with this user's key for this session;
+        how many were left out."""
+        left_out = 0
+        for item in items if isinstance(items, list) else []:
+            record = parse(item)
+            if record is None or not signed(self._key, self.session_id, item):
+                left_out += 1
+                continue
+            if all(c.root in self.shadows for c in record.changes):
+                self.records.append(record)
+        if left_out and self.log is not None:
+            self.log.warning(f"[acp] session {self.session_id}: {left_out} checkpoint record(s) of its file left out "
+                             "(not signed by this user's key, edited, or made by an older Bob)")
+        self.records = self.records[-self.keep:]
+        return left_out
+
+    def forget(self) -> None:
+        """The session is deleted: its records go too."""
+        self._drop(self.records)
+        self.records = []
+
+    # ---- inside ----------------------------------------------------------------------------------
+
+    def _snapshot(self, root: str, shadow: Shadow, cancel: Cancel | None) -> Snapshot:
+        snapshot = shadow.snapshot(cancel)
+        modes = self.modes[root]
+        for path in snapshot.listed:
+            try:
+                modes[path] = stat.S_IMODE(os.lstat(os.path.join(root, path)).st_mode)
+            except OSError:
+                modes.pop(path, None)
+        return snapshot
+
+    def _folders(self, root: str, shadow: Shadow, before: Snapshot, after: Snapshot) -> list[Change]:
+        """Folders the command made or took away (git keeps only files: from the trees and the
+        empty folders each snapshot found)."""
+        was = _with_parents(shadow.folders(before.tree) | before.empty)
+        now = _with_parents(shadow.folders(after.tree) | after.empty)
+        umask_mode = 0o777 & ~UMASK
+        found = []
+        for path in sorted(now - was):
+            try:
+                mode = stat.S_IMODE(os.lstat(os.path.join(root, path)).st_mode)
+            except OSError:
+                continue
+            found.append(Change(root, path, None, {"type": "folder", "mode": mode}, "bash", during=True))
+        for path in sorted(was - now):
+            found.append(Change(root, path, {"type": "folder", "mode": umask_mode}, None, "bash", during=True))
+        return found
+
+    def _open_file(self, name: str, path: str | None) -> tuple[Window | None, str]:
+        """A file tool's window: the file's state and bytes before it writes."""
+        if path is None:
+            return None, ""
+        real = os.path.realpath(path)
+        root = self.workspace.root_of(real)
+        if root is None:
+            return None, ""  # (outside the project: the question asked named it; nothing to record)
+        relative = os.path.relpath(real, root).replace(os.sep, "/")
+        if restore.never_written(relative):
+            return None, self._once(relative, f"Not recorded, so /undo will not take it back: {relative} (/undo never "
+                                    "writes .git, .bob or AGENTS.md).")
+        window = Window(name, file=(root, relative))
+        try:
+            window.old = _read_state(root, relative, self.max_bytes)
+        except ValueError:
+            return None, self._once(relative, f"Not recorded, so /undo will not take it back: {relative} (larger "
+                                    "than tools.checkpointMaxBytes).")
+        except (OSError, OutsideRoot):
+            return None, ""
+        return window, ""
+
+    def _close_file(self, window: Window) -> str:
+        assert window.file is not None and window.old is not None
+        root, relative = window.file
+        try:
+            new = _read_state(root, relative, self.max_bytes)
+        except (OSError, ValueError, OutsideRoot):
+            return ""
+        (before, old_bytes), (after, new_bytes) = window.old, new
+        if restore.same(before, after):
+            return ""
+        shadow = self.shadows[root]
+        blobs = [data for state, data in ((before, old_bytes), (after, new_bytes))
+                 if state is not None and "blob" in state]
+        shadow.put_kept(self._ref(self._turn, f"f{len(self._chains)}-{uuid.uuid4().hex[:8]}"), blobs)
+        self._join(Change(root, relative, before, after, window.name))
+        return ""
+
+    def _join(self, change: Change) -> None:
+        self._chains.setdefault((change.root, change.path), []).append(change)
+
+    @staticmethod
+    def _collapse(chain: list[Change]) -> Change | None:
+        """One change for a path from Bob's calls in order: back to where a contiguous run of
+        Bob's changes began; where someone else's change came between, only after it."""
+        last = chain[-1]
+        before, during, gap = last.before, last.during, False
+        for change in reversed(chain[:-1]):
+            if not restore.same(change.after, before):
+                gap = True
+                break
+            before, during = change.before, during or change.during
+        if restore.same(before, last.after) and not gap:
+            return None  # (made and taken away again within the turn)
+        return Change(last.root, last.path, before, last.after, last.by, during, gap)
+
+    def _keep_window(self) -> None:
+        """The blobs of the turn's changes so far held by refs (a prune by another session
+        meanwhile would take the old ones: the index no longer holds them)."""
+        for index, (root, shadow) in enumerate(self.shadows.items()):
+            blobs = [b for chain in self._chains.values() for c in chain if c.root == root for b in c.blobs()]
+            if blobs:
+                shadow.keep(self._ref(self._turn, f"root{index}"), blobs)
+
+    def first_failure(self) -> bool:
+        """Whether a failure to record is this turn's first (said once a turn)."""
+        return bool(self._once("failure", "failed"))
+
+    def _note(self, line: str) -> str:
+        if line in self._notes:
+            return ""
+        self._notes.append(line)
+        return line
+
+    def _once(self, key: str, line: str) -> str:
+        if key in self._said:
+            return ""
+        self._said.add(key)
+        return line
+
+    def _rebuilt(self) -> str:
+        for shadow in self.shadows.values():
+            if shadow.rebuilt:
+                shadow.rebuilt = False
+                return ("The checkpoint store's index was damaged and has been made again (it is a cache): nothing "
+                        "recorded was lost.")
+        return ""
+
+    def _drop_loose(self, shadow: Shadow) -> None:
+        """What a pack left loose because nothing holds it, gone now (the store's bound)."""
+        try:
+            shadow.drop_loose()
+        except (OSError, CheckpointError) as exc:
+            if self.log is not None:
+                self.log.info(f"[acp] checkpoints: the store of {shadow.root} not pruned: {exc}")
+
+    def _pack(self, shadow: Shadow) -> None:
+        try:
+            shadow.pack()
+        except (OSError, CheckpointError) as exc:
+            if self.log is not None:
+                self.log.info(f"[acp] checkpoints: the store of {shadow.root} not packed: {exc}")
+
+    def _drop(self, records: list[Record]) -> None:
+        for record in records:
+            self._drop_refs(record.id, {c.root for c in record.changes})
+
+    def _drop_refs(self, record_id: str, roots: set[str]) -> None:
+        for root in roots:
+            shadow = self.shadows.get(root)
+            if shadow is not None:
+                try:
+                    shadow.drop(f"refs/bob/{self.session_id}/{record_id}/")
+                except (OSError, CheckpointError) as exc:
+                    if self.log is not None:
+                        self.log.info(f"[acp] checkpoints: refs of {record_id} not dropped: {exc}")
+
+    def _ref(self, record_id: str, name: str) -> str:
+        return f"refs/bob/{self.session_id}/{record_id}/{name}"
+
+    def _shown(self, root: str, path: str) -> str:
+        return path if root == self.workspace.cwd else os.path.join(root, path)
+
+
+def _state(entry: Entry | None, mode: int | None) -> State | None:
+    """A path's state from its tree entry, with its mode as last seen (git keeps only whether a
+    file is executable; a mode that disagrees with that is out of date, and the usual is used)."""
+    if entry is None:
+        return None
+    if entry[0] == LINK:
+        return {"type": "link", "blob": entry[1]}
+    executable = entry[0] == "100755"
+    if mode is None or bool(mode & 0o100) != executable:
+        mode = (0o777 if executable else 0o666) & ~UMASK
+    return {"type": "file", "mode": mode, "blob": entry[1]}
+
+
+def _read_state(root: str, relative: str, max_bytes: int) -> tuple[State | None, bytes]:
+    """(a file's state, its bytes or a link's target) as it is now, read without following links."""
+    with Place(root, relative) as place:
+        info = place.lstat()
+        if info is None:
+            return None, b""
+        if stat.S_ISLNK(info.st_mode):
+            target = os.fsencode(place.readlink())
+            return {"type": "link", "blob": _blob(target)}, target
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{relative} is not a regular file")
+        data = place.read(max_bytes)
+        return {"type": "file", "mode": stat.S_IMODE(info.st_mode), "blob": _blob(data)}, data
+
+
+def _blob(data: bytes) -> str:
+    from bob_acp.checkpoints.store import blob_id
+
+    return blob_id(data)
+
+
+def _with_parents(folders: set[str] | frozenset[str]) -> set[str]:
+    found = set()
+    for folder in folders:
+        while folder and folder not in found:
+            found.add(folder)
+            folder = os.path.dirname(folder)
+    return found
+
+
+def _signature(path: str) -> tuple[int, int, int] | None:
+    """What shows that a path changed: its inode, size and modification time (None: absent)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _git_head(root: str) -> bytes:
+    """The root's git HEAD and the commit its branch names, as bytes to compare (b"" without git)."""
+    try:
+        with open(os.path.join(root, ".git", "HEAD"), "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return b""
+    if head.startswith(b"ref: "):
+        ref = os.fsdecode(head[5:].strip())
+        if ".." not in ref.split("/"):
+            try:
+                with open(os.path.join(root, ".git", ref), "rb") as handle:
+                    head += handle.read(4096)
+            except OSError:
+                head += b"(packed)"
+    return head
+
+
+def _title(messages: list[dict]) -> str:
+    from bob_acp import history
+
+    for message in messages:
+        if message["role"] == "user" and not message.get("summary"):
+            line = next((part.strip() for part in history.text_of(message).splitlines() if part.strip()), "")
+            return line if len(line) <= 80 else line[:79] + "…"
+    return ""

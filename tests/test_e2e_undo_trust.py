@@ -1,0 +1,369 @@
+"""/undo a user can trust with their work: only Bob's own changes are taken back (a window per
+call, not per turn), exactly (every mode bit, files and folders both ways, links, empty folders),
+journaled (a failure or a kill leaves it retryable, the conversation untrimmed), through the
+editor's buffers, from a private store; the session stays listed. End to end against the real
+bob-acp and the fake model server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+from bob_client import Bob, allow, message_text, updates
+from test_e2e_undo import CHECKPOINTS, KEY, opened, start, users_sent
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="checkpoints need git")
+
+
+@pytest.fixture(autouse=True)
+def test_log_left_out(workdir):
+    (workdir / ".gitignore").write_text("bob-stderr.log\n")
+
+
+def test_what_the_user_saves_while_the_model_answers_survives_undo(spawn_bob, server, workdir):
+    """The rule: Bob writes a.txt and runs a command; while the model is still answering after
+    them, the user saves b.txt and creates c.txt: both are kept by /undo, and named."""
+    (workdir / "a.txt").write_text("original a\n")
+    (workdir / "b.txt").write_text("original b\n")
+
+    def the_user_works():
+        (workdir / "b.txt").write_text("the user's own save\n")
+        (workdir / "c.txt").write_text("a file the user made\n")
+        (workdir / "made.txt").write_text("made by the command, then by the user\n")
+
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "bob's a\n"}, call_id="w1"),
+                   server.openai_tool_call("bash", {"command": "echo by-bob > made.txt"}, call_id="b1"))
+    reply = server.openai_text("done")
+    reply.on_request = the_user_works
+    server.enqueue(reply)
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "change a")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert "Restored: a.txt." in said, said
+    assert "Left as they are, changed since that turn: made.txt." in said
+    assert (workdir / "a.txt").read_text() == "original a\n"
+    assert (workdir / "b.txt").read_text() == "the user's own save\n"
+    assert (workdir / "c.txt").read_text() == "a file the user made\n"
+    assert (workdir / "made.txt").read_text() == "made by the command, then by the user\n"
+    assert "b.txt" not in said and "c.txt" not in said  # (never the turn's: nothing to say of them)
+
+
+def test_a_change_between_bobs_calls_is_kept_and_only_bobs_part_after_it_is_undone(spawn_bob, server, workdir):
+    (workdir / "a.txt").write_text("one\n")
+
+    def the_user_edits():
+        (workdir / "a.txt").write_text("one\nthe user's line\n")
+
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "one\nbob\n"}, call_id="w1"))
+    second = server.openai_tool_call("edit_file", {"path": "a.txt", "old_string": "one", "new_string": "ONE"},
+                                     call_id="e1")
+    second.on_request = the_user_edits
+    server.enqueue(second, server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "edit a twice")
+    assert (workdir / "a.txt").read_text() == "ONE\nthe user's line\n"
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert (workdir / "a.txt").read_text() == "one\nthe user's line\n"  # the user's version, not the first one
+    assert "Changed by someone else between Bob's calls" in said and "a.txt" in said
+
+
+def test_undo_is_exact_modes_files_and_folders_both_ways_empty_folders_links_and_ignored_writes(
+        spawn_bob, server, workdir):
+    (workdir / "secret").write_text("token\n")
+    (workdir / "secret").chmod(0o600)
+    (workdir / "shared.txt").write_text("group\n")
+    (workdir / "shared.txt").chmod(0o664)
+    (workdir / "f").write_text("a file that becomes a folder\n")
+    (workdir / "d").mkdir()
+    (workdir / "d" / "inner.txt").write_text("in a folder that becomes a file\n")
+    (workdir / "emptyold").mkdir()
+    (workdir / "target-one").write_text("1\n")
+    (workdir / "target-two").write_text("2\n")
+    os.symlink("target-one", workdir / "link")
+    (workdir / "bin.dat").write_bytes(bytes(range(256)))
+    with open(workdir / ".gitignore", "a") as handle:
+        handle.write(".env\n")
+    (workdir / ".env").write_text("KEY=old\n")
+    command = ("rm secret && chmod 700 shared.txt && rm f && mkdir f && echo x > f/new && rm -r d && echo y > d && "
+               "mkdir emptynew && rmdir emptyold && ln -sfn target-two link && printf '\\377' >> bin.dat")
+    server.enqueue(server.openai_tool_call("bash", {"command": command}, call_id="b1"),
+                   server.openai_tool_call("write_file", {"path": ".env", "content": "KEY=new\n"}, call_id="w1"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "change everything")
+    assert (workdir / "f" / "new").exists() and (workdir / "d").is_file()
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert "Could not" not in said and "Left as they are" not in said, said
+    assert (workdir / "secret").read_text() == "token\n" and stat.S_IMODE((workdir / "secret").stat().st_mode) == 0o600
+    assert stat.S_IMODE((workdir / "shared.txt").stat().st_mode) == 0o664
+    assert (workdir / "f").read_text() == "a file that becomes a folder\n"
+    assert (workdir / "d" / "inner.txt").read_text() == "in a folder that becomes a file\n"
+    assert (workdir / "emptyold").is_dir() and not (workdir / "emptynew").exists()
+    assert os.readlink(workdir / "link") == "target-one"
+    assert (workdir / "bin.dat").read_bytes() == bytes(range(256))
+    assert (workdir / ".env").read_text() == "KEY=old\n"  # ignored, but written by Bob's own tool: recorded
+    said = message_text(bob.prompt(sid, "/redo")[1])
+    assert not (workdir / "secret").exists() and (workdir / "d").read_text() == "y\n"
+    assert stat.S_IMODE((workdir / "shared.txt").stat().st_mode) == 0o700
+    assert (workdir / ".env").read_text() == "KEY=new\n"
+
+
+def test_undo_never_acts_through_a_folder_swapped_for_a_link(spawn_bob, server, workdir, tmp_path):
+    """A folder the turn wrote in is swapped for a link to a place outside after the turn (as a
+    background job could): /undo touches nothing there, and says so."""
+    outside = tmp_path / "outside"
+    (outside / "hooks").mkdir(parents=True)
+    (workdir / "sub").mkdir()
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo made > sub/new.txt && echo made > sub/pre-commit"},
+                                           call_id="b1"), server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "make files in sub")
+    shutil.rmtree(workdir / "sub")
+    (outside / "hooks" / "new.txt").write_text("made\n")  # the same bytes the turn wrote
+    os.symlink(outside / "hooks", workdir / "sub")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert (outside / "hooks" / "new.txt").read_text() == "made\n"  # never removed through the link
+    assert not (outside / "hooks" / "pre-commit").exists()
+    assert "Left as they are" in said and "sub/new.txt" in said
+
+
+def test_an_editor_buffer_with_other_text_is_left_and_open_buffers_follow(tmp_path, bob_env, workdir, server):
+    (workdir / "a.txt").write_text("a before\n")
+    (workdir / "b.txt").write_text("b before\n")
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
+                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True}}))
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "a by bob\n"}, call_id="w1"),
+                   server.openai_tool_call("write_file", {"path": "b.txt", "content": "b by bob\n"}, call_id="w2"),
+                   server.openai_text("done"))
+    buffers: dict[str, str] = {}
+    written = []
+
+    def editor(request):
+        path = request["params"]["path"]
+        if request["method"] == "fs/read_text_file":
+            return {"content": buffers.get(path) or open(path, encoding="utf-8").read()}
+        if request["method"] == "fs/write_text_file":
+            written.append(path)
+            buffers.pop(path, None)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(request["params"]["content"])
+            return {}
+        raise AssertionError(request["method"])
+
+    with Bob(str(workdir), {**bob_env, "OPENAI_API_KEY": KEY}) as bob:
+        bob.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+        sid = opened(bob)
+        bob.prompt(sid, "write both", answer=allow, editor=editor)
+        buffers[str(workdir / "b.txt")] = "b by bob\nunsaved words the user typed\n"
+        written.clear()
+        said = message_text(bob.prompt(sid, "/undo", answer=allow, editor=editor)[1])
+        assert written == [str(workdir / "a.txt")]  # through the editor: its open buffer follows
+        assert (workdir / "a.txt").read_text() == "a before\n"
+        assert (workdir / "b.txt").read_text() == "b by bob\n"  # its unsaved buffer is never overwritten
+        assert "open in the editor with other text" in said and "b.txt" in said
+
+
+def test_a_failed_undo_is_retryable_and_keeps_the_conversation(tmp_path, bob_env, workdir, server):
+    (workdir / "a.txt").write_text("a before\n")
+    (workdir / "b.txt").write_text("b before\n")
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
+                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True}}))
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "a by bob\n"}, call_id="w1"),
+                   server.openai_tool_call("write_file", {"path": "b.txt", "content": "b by bob\n"}, call_id="w2"),
+                   server.openai_text("done"))
+    refuse: set[str] = set()
+
+    def editor(request):
+        path = request["params"]["path"]
+        if request["method"] == "fs/read_text_file":
+            return {"content": open(path, encoding="utf-8").read()}
+        if os.path.basename(path) in refuse:
+            return {"__error__": {"code": -32000, "message": "the disk is full"}}
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(request["params"]["content"])
+        return {}
+
+    with Bob(str(workdir), {**bob_env, "OPENAI_API_KEY": KEY}) as bob:
+        bob.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+        sid = opened(bob)
+        bob.prompt(sid, "write both", answer=allow, editor=editor)
+        refuse.add("b.txt")
+        said = message_text(bob.prompt(sid, "/undo", answer=allow, editor=editor)[1])
+        assert said.startswith("↩️ /undo did not finish"), said
+        assert said.startswith("↩️ /undo did not finish") and "b.txt" in said and "Nothing of the conversation" in said
+        assert (workdir / "a.txt").read_text() == "a before\n" and (workdir / "b.txt").read_text() == "b by bob\n"
+        server.enqueue(server.openai_text("still here"))
+        bob.prompt(sid, "do you remember?", answer=allow, editor=editor)
+        assert users_sent(server) == ["write both", "do you remember?"]  # the conversation was not trimmed
+        refuse.clear()
+        said = message_text(bob.prompt(sid, "/undo", answer=allow, editor=editor)[1])
+        assert said.startswith("↩️ Undid the turn “write both”"), said
+        assert "changed since" not in said  # (a.txt, put back by the first try, is no one's change)
+        assert (workdir / "b.txt").read_text() == "b before\n"
+
+
+def test_a_bob_killed_during_undo_says_so_at_load_and_the_next_undo_finishes(tmp_path, bob_env, workdir, server):
+    (workdir / "a.txt").write_text("a before\n")
+    (workdir / "b.txt").write_text("b before\n")
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
+                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True},
+                                                      "acp": {"sessionHistory": True}}))
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "a by bob\n"}, call_id="w1"),
+                   server.openai_tool_call("write_file", {"path": "b.txt", "content": "b by bob\n"}, call_id="w2"),
+                   server.openai_text("done"))
+
+    def editor(request):
+        path = request["params"]["path"]
+        if request["method"] == "fs/write_text_file":
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(request["params"]["content"])
+            return {}
+        return {"content": open(path, encoding="utf-8").read()}
+
+    env = {**bob_env, "OPENAI_API_KEY": KEY}
+    with Bob(str(workdir), env) as bob:
+        bob.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+        sid = opened(bob)
+        bob.prompt(sid, "write both", answer=allow, editor=editor)
+        bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "/undo"}]})
+        while True:  # the editor is asked to write a file: Bob is in the middle of the restore
+            frame = bob.read_frame()
+            if frame.get("method") == "fs/write_text_file":
+                break
+            if frame.get("method") == "fs/read_text_file":
+                bob.send({"jsonrpc": "2.0", "id": frame["id"], "result": editor(frame)})
+        bob.kill()
+    with Bob(str(workdir), env) as bob:
+        bob.initialize()
+        bob.result("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+        told = " ".join(message_text([f]) for f in bob.frames) + json.dumps(updates(bob.frames, "agent_message_chunk"))
+        assert "An /undo of this session did not finish" in told
+        said = message_text(bob.prompt(sid, "/undo")[1])
+        assert said.startswith("↩️ Undid the turn “write both”") and "changed since" not in said, said
+        assert (workdir / "a.txt").read_text() == "a before\n" and (workdir / "b.txt").read_text() == "b before\n"
+
+
+def test_a_broken_shadow_index_is_rebuilt_and_said_once(spawn_bob, server, workdir):
+    (workdir / "a.txt").write_text("one\n")
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo two > a.txt"}, call_id="b1"),
+                   server.openai_text("done"))
+    bob.prompt(sid, "first")
+    for index in (workdir / ".bob" / "checkpoints").glob("*.git/index"):
+        index.write_bytes(b"garbage, not an index")
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo three > a.txt"}, call_id="b2"),
+                   server.openai_tool_call("bash", {"command": "echo four > b.txt"}, call_id="b3"),
+                   server.openai_text("done"))
+    said = message_text(bob.prompt(sid, "second")[1])
+    assert said.count("index was damaged and has been made again") == 1, said
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert (workdir / "a.txt").read_text() == "two\n" and not (workdir / "b.txt").exists(), said
+
+
+def test_the_store_is_private_packed_and_bounded(spawn_bob, server, workdir):
+    for n in range(40):
+        (workdir / f"file{n}.txt").write_text(f"{n}\n" * 50)
+    bob = start(spawn_bob, server, {"tools": {"checkpoints": True, "checkpointStoreLimit": 1024 * 1024}})
+    sid = opened(bob)
+    for n in range(3):
+        server.enqueue(server.openai_tool_call("bash", {"command": f"head -c 460000 /dev/urandom > big{n}.bin"},
+                                               call_id=f"b{n}"), server.openai_text("wrote"))
+        said = message_text(bob.prompt(sid, f"write {n}")[1])
+    assert "the 1 oldest undo point(s) of this session were dropped" in said or "oldest undo point" in said, said
+    store = workdir / ".bob" / "checkpoints"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o700
+    for folder, dirs, files in os.walk(store):
+        for name in files:
+            assert stat.S_IMODE(os.lstat(os.path.join(folder, name)).st_mode) & 0o077 == 0, name
+        for name in dirs:
+            assert stat.S_IMODE(os.lstat(os.path.join(folder, name)).st_mode) & 0o077 == 0, name
+    (shadow,) = store.glob("*.git")
+    counts = subprocess.run(["git", "--git-dir", str(shadow), "count-objects", "-v"], capture_output=True, text=True,
+                            check=True).stdout
+    fields = dict(line.split(": ") for line in counts.splitlines())
+    assert int(fields["in-pack"]) >= 40 and int(fields["count"]) < 40  # the first snapshot's objects: packed
+
+
+def test_without_git_undo_is_answered_by_bob_not_sent_to_the_model(spawn_bob, server, workdir, tmp_path):
+    bin_dir = tmp_path / "bin-without-git"
+    bin_dir.mkdir()
+    for tool in ("sh", "bash", "env", "python3"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1"}, **CHECKPOINTS},
+                    env={"OPENAI_API_KEY": KEY, "PATH": str(bin_dir)})
+    bob.initialize()
+    sid = bob.new_session()
+    for command in ("/undo", "/redo"):
+        said = message_text(bob.prompt(sid, command)[1])
+        assert f"{command} needs git, which is not installed here" in said and "apt install git" in said, said
+    assert server.requests == []
+
+
+def test_a_session_whose_turn_changed_files_is_listed_and_keeps_its_title_through_compact(spawn_bob, server, workdir):
+    bob = start(spawn_bob, server, {"acp": {"sessionHistory": True}})
+    sid = opened(bob)
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "x\n"}, call_id="w1"),
+                   server.openai_text("wrote"))
+    bob.prompt(sid, "the first question")
+    path = workdir / ".bob" / "sessions" / f"{sid}.json"
+    created = json.loads(path.read_text())["createdAt"]
+    generation = json.loads(path.read_text())["generation"]
+    listed = bob.result("session/list", {"cwd": str(workdir)})["sessions"]
+    assert [(s["sessionId"], s.get("title")) for s in listed] == [(sid, "the first question")]
+    server.enqueue(server.openai_text("second answer"))
+    bob.prompt(sid, "the second question")
+    server.enqueue(server.openai_text("a summary of it all"))
+    bob.prompt(sid, "/compact")
+    document = json.loads(path.read_text())
+    assert document["createdAt"] == created and document["generation"] > generation + 1
+    listed = bob.result("session/list", {"cwd": str(workdir)})["sessions"]
+    assert [(s["sessionId"], s.get("title")) for s in listed] == [(sid, "the first question")]
+
+
+def test_a_command_deleting_an_ignored_file_is_said_at_the_time_and_undo_never_denies_the_turn(
+        spawn_bob, server, workdir):
+    with open(workdir / ".gitignore", "a") as handle:
+        handle.write(".env\n")
+    (workdir / ".env").write_text("KEY=1\n")
+    server.enqueue(server.openai_tool_call("bash", {"command": "rm .env"}, call_id="b1"), server.openai_text("gone"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    said = message_text(bob.prompt(sid, "remove the env file")[1])
+    assert "Not recorded, so /undo will not take it back: .env (left out by .gitignore" in said, said
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert said.startswith("↩️ Nothing to undo") and "1 turn(s) changed only what cannot be recorded" in said, said
+    assert "no turn of this session changed files" not in said
+
+
+def test_undo_names_the_later_turns_it_takes_out_with_the_turn(spawn_bob, server, workdir):
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "x\n"}, call_id="w1"),
+                   server.openai_text("wrote"), server.openai_text("hello to you"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "write a")
+    bob.prompt(sid, "say hello")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert said.startswith("↩️ Undid the turn “write a”")
+    assert "Taken out of the conversation with it, the later turn(s) that changed no files: “say hello”." in said
+
+
+def test_a_fork_keeps_its_own_title_after_its_first_turn(spawn_bob, server, workdir):
+    bob = start(spawn_bob, server, {"acp": {"sessionHistory": True, "fork": True}})
+    sid = opened(bob)
+    server.enqueue(server.openai_text("one"), server.openai_text("two"))
+    bob.prompt(sid, "the original question")
+    fork = bob.result("session/fork", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})["sessionId"]
+    bob.prompt(fork, "a question in the fork")
+    titles = {s["sessionId"]: s.get("title") for s in bob.result("session/list", {"cwd": str(workdir)})["sessions"]}
+    assert titles == {sid: "the original question", fork: "the original question (fork)"}
