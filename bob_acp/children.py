@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 OWNER_VAR = wire.OWNER_VAR
 ROUNDS = 8  # rounds of orphan killing in Bob (each round's kills reparent the next generation to Bob)
 SPAWN_WAIT = 30.0  # seconds a spawn waits for the supervisor's answer
+EXIT_WAIT = 0.5  # seconds a killed process's exit may take to come before the supervisor is looked at
 SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")
 # How Bob's helper Pythons run (the supervisor, the sandbox's launcher): isolated (no site, no
 # PYTHON* variables: a project cannot put code in them), and UTF-8 whatever the locale.
@@ -242,9 +243,30 @@ class Supervisor:
         for child in waiting_children:
             child.exited(-signal.SIGKILL)
 
+    def stopped(self) -> bool:
+        """Whether the supervisor is stopped (SIGSTOP, or traced), so that it answers nothing."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return False
+        return bool(fields) and fields[0] in (b"T", b"t")
+
+    def kill(self) -> None:
+        """End the supervisor now: its socket closes, and the reader ends what it held (_gone)."""
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+
     def close(self, timeout: float = 0.0) -> None:
         """Bob ends: the supervisor kills what is left, removes its folders and ends; wait for
-        that up to `timeout` seconds."""
+        that up to `timeout` seconds. A stopped one is continued first (or it would never see
+        the socket close, and what it holds would stay)."""
+        try:
+            os.kill(self.proc.pid, signal.SIGCONT)
+        except OSError:
+            pass
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -354,6 +376,26 @@ def _popen(argv: list[str], env: dict, cwd: str, stdin: int, stdout: int, stderr
             raise _limit(exc) from None
         _known.add(proc.pid)
     return proc
+
+
+def settle(proc: Any) -> None:
+    """Wait for a process Bob has killed. Its exit comes from the supervisor: where it does not
+    come within EXIT_WAIT because the supervisor is stopped (a command Bob ran may SIGSTOP it),
+    the supervisor is ended, which ends every process it held and every wait on them, so a
+    cancel is never held by it."""
+    try:
+        proc.wait(EXIT_WAIT)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    current = _state["supervisor"]
+    if isinstance(proc, Child) and current is not None and current.stopped():
+        from bob_acp import log
+
+        log.get("bob").warning("[acp] Bob's supervisor of commands was stopped (by a command?): it is ended, with "
+                               "every process it held; the next command starts a new one")
+        current.kill()
+    proc.wait()
 
 
 def ended(proc: Any) -> None:

@@ -140,6 +140,10 @@ class Tools(Section):
                        choices=("off", "workspace", "best-effort"), full="workspace")
     sandboxNetwork: bool = key(False, "under the sandbox: the network (TCP and UDP to any host, localhost "
                                "included); other programs' UNIX sockets stay hidden")
+    sandboxHide: list[str] = key(["~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc", "~/.config/gh", "~/.docker/config.json",
+                                  "~/.kube"], "under the sandbox: paths hidden from commands (an empty folder or "
+                                 "file in their place), beside Bob's own secrets, which always are: its key "
+                                 "file, its config folder (skills excepted), its state folder, the checkpoint store")
     limits: ToolLimits = section(ToolLimits, "what sandboxed commands may use (core dumps are always off)")
     plan: bool = key(False, "the update_plan tool: the model's plan as an ACP plan the editor shows", full=True)
     clientFs: bool = key(False, "read_file, write_file, edit_file through the editor (fs/read_text_file, "

@@ -145,6 +145,8 @@ class Coverage:
              "no Landlock: writes are not confined")
         item(ns, ".git, .bob, AGENTS.md and Bob's own installation read-only",
              "no namespaces: .git, .bob and AGENTS.md stay writable to commands")
+        item(ns, "Bob's keys, configuration, state and checkpoint store, and tools.sandboxHide (~/.ssh, ~/.aws …) "
+             "hidden", "no namespaces: Bob's keys and the user's credentials (~/.ssh …) are readable by commands")
         item(ns and (not network or found.landlock >= SCOPES_ABI),
              "no UNIX socket of another program (tmux, D-Bus, Docker, ssh-agent)",
              "no namespaces: the UNIX sockets of other programs (tmux, D-Bus, Docker, ssh-agent) are reachable"
@@ -253,6 +255,7 @@ class Sandbox:
         self._host_watch: int = -1  # a pidfd of the init (readable once it has ended)
         self._failed: str | None = None
         self._ended = False
+        self._hide = _secrets(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
 
     # ---- what it is ---------------------------------------------------------------------------
 
@@ -292,6 +295,8 @@ class Sandbox:
             launcher += ["--join", str(pid), "--processes", str(self.processes)]
             for path in self.protected():
                 launcher += ["--protect", path]
+            for path in self.hidden():
+                launcher += ["--hide", path]
         else:
             launcher += ["--write", tempfile.gettempdir()]
         for folder in (*self.roots, self.folder):
@@ -329,6 +334,24 @@ class Sandbox:
         mine = [os.path.dirname(os.path.abspath(__file__)), sys.prefix]
         found += [path for path in mine if self._inside(path)]
         return list(dict.fromkeys(found))
+
+    def hidden(self) -> list[str]:
+        """What commands must not see: Bob's own secrets (its key files, its config folder but
+        its skills, its state folder with the checkpoint key, each root's checkpoint store) and
+        tools.sandboxHide; never a path that holds a folder of the session."""
+        from bob_acp import bobdir
+
+        found = list(self._hide)
+        config = _config_folder()
+        try:
+            found += [os.path.join(config, name) for name in sorted(os.listdir(config)) if name != "skills"]
+        except OSError:
+            pass
+        found += [os.path.join(root, bobdir.NAME, "checkpoints") for root in self.roots]
+        roots = [os.path.realpath(root) for root in self.roots]
+        return [path for path in dict.fromkeys(found)
+                if not any(r == os.path.realpath(path) or r.startswith(os.path.realpath(path).rstrip("/") + "/")
+                           for r in roots)]
 
     def snapshot(self) -> frozenset[str]:
         """The protected names that exist (a command can create one that was missing)."""
@@ -393,6 +416,8 @@ class Sandbox:
             command += ["--write", root]
         for path in self.protected():
             command += ["--protect", path]
+        for path in self.hidden():
+            command += ["--hide", path]
         for path in self._shown():
             command += ["--show", path]
         if not self.network:
@@ -461,6 +486,22 @@ class Sandbox:
     def _say(self, line: str) -> None:
         if self.log is not None:
             self.log.warning(f"[acp] sandbox: {line}")
+
+
+def _config_folder() -> str:
+    return os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "bob")
+
+
+def _secrets(cfg: Config) -> list[str]:
+    """Bob's own secrets outside its config folder: the key files the configuration names, the
+    configuration file itself (headers may hold keys), and Bob's state folder (the checkpoint
+    key, the chat's history)."""
+    base = os.path.dirname(cfg.source) if cfg.source else os.getcwd()
+    found = [cfg.model.apiKeyFile, cfg.source,
+             *(entry.get("apiKeyFile") for entry in cfg.models if isinstance(entry, dict))]
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return [os.path.join(base, os.path.expanduser(p)) for p in found if isinstance(p, str) and p] + [
+        os.path.join(state, "bob")]
 
 
 def _gitdir(dot_git: str) -> str | None:

@@ -8,7 +8,8 @@ Modes:
 - `host`: make a session's sandbox and keep it: a user namespace with a mount namespace, a PID
   namespace, an IPC namespace and (with `--no-network`) a network namespace that has nothing
   but its own loopback. Inside, /tmp is the session's own folder (`--private-tmp`), the
-  `--protect` paths are bound read-only, /run/user/<uid> and /dev/shm are private, and every
+  `--protect` paths are bound read-only, the `--hide` paths are covered (an empty folder no one
+  may read, or /dev/null), /run/user/<uid> and /dev/shm are private, and every
   UNIX socket that a program outside listens on is covered by /dev/null. One JSON line on
   stdout says what it made (`{"ok": …, "pid": <the namespace's init>, "have": {…}}`); the
   init lives as long as its standard input is open, and everything in the namespace ends with
@@ -235,6 +236,30 @@ def protect(paths, mounted=frozenset()):
     return missed
 
 
+def hide(paths, mounted=frozenset()):
+    """Each existing path made invisible: an empty folder no one may read over a folder,
+    /dev/null over a file (a link: over what it leads to); the paths that could not be."""
+    missed = []
+    for path in paths:
+        if path in mounted or os.path.realpath(path) in mounted:
+            continue
+        try:
+            info = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            missed.append(path)
+            continue
+        try:
+            if stat.S_ISDIR(info.st_mode):
+                mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000")
+            else:
+                mount("/dev/null", path, None, MS_BIND)
+        except OSError:
+            missed.append(path)
+    return missed
+
+
 def private_tmp(private, visible):
     """The session's own folder as /tmp; each path in `visible` that lies under the real /tmp
     (the project, its other folders, the interpreter) bound back at its own place."""
@@ -384,6 +409,7 @@ def set_up_inside(options, uid):
             pass
     have["private_dirs"] = private_dirs(uid)
     have["missed"] = protect(options["protect"])
+    have["unhidden"] = hide(options["hide"])
     have["covered"] = cover_sockets(options["sockets"])
     if not options["network"]:
         try:
@@ -499,6 +525,7 @@ def run(options, program):
         os.chdir(cwd)  # (entering a mount namespace moves a process to its root)
         deny_tcp = deny_tcp and not flags & CLONE_NEWNET
         protect(options["protect"], mounted)
+        hide(options["hide"], mounted)  # (what appeared since the sandbox was made: a key made later)
         skip = own_socket_inodes(pid_namespace) if options["network"] else frozenset()
         cover_sockets(sockets, skip, mounted)
         folders += [d for d in ("/tmp", f"/run/user/{os.geteuid()}", *PRIVATE_DIRS) if d in mounted]
@@ -556,12 +583,12 @@ def exec_program(program):
 
 
 def parse(argv):
-    options = {"write": [], "protect": [], "show": [], "network": True, "best_effort": False, "join": None,
+    options = {"write": [], "protect": [], "show": [], "hide": [], "network": True, "best_effort": False, "join": None,
                "private_tmp": None, "processes": 0, "memory": 0, "sockets": []}
     if not argv or argv[0] not in ("probe", "host", "run"):
         raise SystemExit("bob sandbox: the first argument is probe, host or run")
     mode, index = argv[0], 1
-    repeated = {"--write": "write", "--protect": "protect", "--show": "show"}
+    repeated = {"--write": "write", "--protect": "protect", "--show": "show", "--hide": "hide"}
     single = {"--join": "join", "--private-tmp": "private_tmp", "--processes": "processes", "--memory": "memory"}
     while index < len(argv) and argv[index] != "--":
         item = argv[index]

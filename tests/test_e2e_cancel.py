@@ -234,3 +234,21 @@ def test_without_the_key_cancel_request_is_an_unknown_notification(scripted):
     bob.notify("$/cancel_request", {"requestId": msg_id})
     response, _ = bob.wait_response(msg_id, timeout=15)
     assert response["result"] == {"stopReason": "end_turn"}
+
+
+def test_a_command_that_stops_bobs_supervisor_cannot_wedge_a_cancel_or_outlive_bob(scripted):
+    """An approved command SIGSTOPs the supervisor (its parent) and keeps running: the cancel is
+    still answered (the stopped supervisor is ended, and what it held with it), and once Bob
+    exits nothing of the command or of the supervisor is left."""
+    marker = str(int(uuid.uuid4().hex[:8], 16))[:8]
+    bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {
+        "command": f"kill -STOP $PPID; (setsid sleep 300.{marker} &); sleep 301.{marker}"}}]}]}],
+        config={"permissions": {"mode": "allow-all"}})
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    wait_present(marker, count=2)
+    bob.notify("session/cancel", {"sessionId": sid})
+    response, _ = bob.wait_response(msg_id, timeout=10)
+    assert response["result"]["stopReason"] == "cancelled"
+    assert bob.wait_stderr("supervisor of commands was stopped")
+    assert bob.close() == 0
+    assert wait_gone(marker) == []

@@ -527,3 +527,40 @@ def test_the_default_profile_runs_bash_unconfined_as_before(scripted, outside):
     assert os.path.exists(f"{outside}/d.txt")
     assert all("_meta" not in u for u in updates(frames, "tool_call"))
     assert "unconfined" not in json.dumps(bob.frames)
+
+
+def test_bobs_secrets_and_the_users_credentials_are_invisible_to_sandboxed_commands(scripted, workdir, outside):
+    """The model key file, Bob's config folder (its skills excepted), its state folder with the
+    checkpoint key, the checkpoint store and tools.sandboxHide (~/.ssh by default): a sandboxed
+    command reads none of them, however it asks (cat, base64, ls); an unconfined one still can."""
+    needs_namespaces()
+    home = os.path.join(outside, "home")
+    secrets_made = {
+        os.path.join(home, ".ssh", "id_ed25519"): "SSH-PRIVATE-KEY",
+        os.path.join(home, "keys", "model.key"): "MODEL-KEY-FILE",
+        os.path.join(home, ".local", "state", "bob", "checkpoint.key"): "CHECKPOINT-HMAC-KEY",
+        os.path.join(home, ".config", "bob", "config.yaml"): "CONFIG-SECRET-HEADER",
+        os.path.join(home, ".config", "bob", "skills", "mine", "SKILL.md"): "A-SKILL-ANYONE-MAY-READ",
+    }
+    for path, text in secrets_made.items():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text + "\n")
+    (workdir / ".bob" / "checkpoints").mkdir(parents=True)
+    (workdir / ".bob" / "checkpoints" / "store-object").write_text("A-COPY-OF-A-SECRET-FILE\n")
+    look = " ; ".join(f"cat {shlex.quote(p)} ; base64 {shlex.quote(p)}" for p in secrets_made) + \
+        " ; cat .bob/checkpoints/store-object ; echo LISTED: ; ls -a .bob/checkpoints ~/.ssh 2>&1"
+    turns = [{"replies": [bash(look), {"text": "looked"}]}]
+    env = {"HOME": home, "XDG_CONFIG_HOME": os.path.join(home, ".config"),
+           "XDG_STATE_HOME": os.path.join(home, ".local", "state")}
+    bob, sid = scripted(turns, config={**SANDBOXED, "model": {"apiKeyFile": os.path.join(home, "keys", "model.key")}},
+                        env=env)
+    _, frames = bob.prompt(sid, "look")
+    out = outputs(frames)[0]
+    import base64
+    for secret in ("SSH-PRIVATE-KEY", "MODEL-KEY-FILE", "CHECKPOINT-HMAC-KEY", "CONFIG-SECRET-HEADER",
+                   "A-COPY-OF-A-SECRET-FILE"):
+        assert secret not in out and base64.b64encode(secret.encode() + b"\n").decode()[:12] not in out, (secret, out)
+    assert "A-SKILL-ANYONE-MAY-READ" in out  # (skills stay: read_skill hands their scripts to bash)
+    listed = out.split("LISTED:")[1]
+    assert "id_ed25519" not in listed and "store-object" not in listed, listed

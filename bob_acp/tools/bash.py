@@ -201,7 +201,7 @@ class BashTool(Tool):
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
             with _live_lock:
                 _live.discard(proc.pid)
-            proc.wait()
+            children.settle(proc)
             children.ended(proc)
             if ctx.owner is None:  # a call of no session: what left its group ends with it
                 children.end_orphans(label)
