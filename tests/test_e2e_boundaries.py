@@ -132,3 +132,18 @@ def test_no_frame_exceeds_the_frame_cap_even_for_a_huge_edit(scripted, workdir):
         assert len(json.dumps(frame, ensure_ascii=False).encode()) <= 4 * 1024 * 1024
     diff = updates(frames, "tool_call_update")[-1]["content"][0]
     assert diff["type"] == "diff" and "LINE 0150000 OF" in diff["newText"] and "unchanged line(s)" in diff["newText"]
+
+
+@pytest.mark.parametrize("blocks", [[], [{"type": "text", "text": ""}], [{"type": "text", "text": "  \n"},
+                                                                         {"type": "text", "text": "\t"}]])
+def test_an_empty_prompt_is_invalid_params_and_never_reaches_the_model(spawn_bob, server, workdir, blocks):
+    """CodeCompanion sends `prompt: []` after a failed session start: refused, nothing recorded."""
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 0}, "sessions": {"enabled": True}},
+                    env={"OPENAI_API_KEY": "sk-empty-prompt-test"})
+    bob.initialize()
+    sid = bob.new_session()
+    response, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": blocks})
+    assert response["error"]["code"] == -32602 and "nothing to send to the model" in response["error"]["message"]
+    assert server.requests == []
+    saved = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
+    assert [m["role"] for m in saved["messages"]] == ["system"]

@@ -52,6 +52,29 @@ def test_a_session_that_cannot_be_saved_is_told_kept_and_saved_again(spawn_bob, 
     bob.wait_stderr("not saved: Not a directory")
 
 
+def test_a_failed_save_is_in_the_first_turn_however_soon_it_comes_and_saved_again_has_its_own_line(
+        spawn_bob, tmp_path, workdir):
+    """A client without notices: the failed save of session/new is said in the answer of a
+    prompt sent right behind it (every time, not only when a line outside the turn was shown),
+    and "saved again" never joins the model's text."""
+    for attempt in range(3):
+        turns = [{"replies": [{"text": "one"}]}, {"replies": [{"text": "two"}]}]
+        (workdir / ".bob").write_text("not a folder")
+        bob = spawn_bob({**script_config(tmp_path, turns), "sessions": {"enabled": True}})
+        bob.initialize()
+        response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+        sid = response["result"]["sessionId"]
+        _, frames = bob.prompt(sid, "first")  # (sent at once: the answer of session/new is all it waited for)
+        said = message_text(frames)
+        assert said.startswith("⚠️ This conversation could not be saved. Not a directory"), (attempt, said)
+        assert said.endswith("one")
+        (workdir / ".bob").unlink()
+        _, frames = bob.prompt(sid, "second")
+        assert message_text(frames) == "two\nThis conversation is saved again.\n"
+        assert bob.close() == 0
+        shutil.rmtree(workdir / ".bob")
+
+
 def test_a_full_disk_is_told_to_a_client_without_notices_and_the_saved_file_stays_whole(tmp_path, bob_env, workdir):
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-Urm", "true"], capture_output=True).returncode:
         pytest.skip("this machine lets no unprivileged process mount a small file system (unshare -Urm)")

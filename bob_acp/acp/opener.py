@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bob_acp.acp import protocol as p
 from bob_acp.acp.session import Session
+from bob_acp.acp.updates import say_news
 from bob_acp.lazy import LazyModule
 
 TYPE_CHECKING = False
@@ -112,14 +113,12 @@ class Opener:
         must know of the session (MCP servers that failed, modes it cannot have, a failed save)."""
         self.channel.update(session.id, p.commands_update(
             skills.available_commands(session.catalog, undo=session.conv.checkpoints is not None)))
-        session.announced = True
+        session.news.announce()
         self.report_mcp(session)
         lines, session.conv.notices = session.conv.notices, []
         for line in lines:  # (what the session cannot have here, and why)
             self.channel.notice(session.id, line)
-        held, session.held = session.held, []
-        for title, description, severity in held:
-            self.channel.notice(session.id, title, description, severity)
+        say_news(self.channel, session)
 
     def report_mcp(self, session: Session) -> None:
         """Once, a line to the user for each of the session's MCP servers that could not be used."""

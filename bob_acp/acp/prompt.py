@@ -40,7 +40,11 @@ def image_problem(block: dict) -> str | None:
 def refusal(blocks: list, embedded: bool, pictures: bool) -> str | None:
     """Why a prompt is refused, naming its block, or None. Only with the opt-in prompt
     capabilities (acp.embeddedContext, acp.images); the default profile ignores what it does not
-    take."""
+    take. An empty prompt (no block, or only empty text) is refused: there is nothing to ask."""
+    if not blocks:
+        return "prompt: empty (no content blocks): there is nothing to send to the model"
+    if all(isinstance(b, dict) and b.get("type") == "text" and not str(b.get("text") or "").strip() for b in blocks):
+        return "prompt: only empty text: there is nothing to send to the model"
     for index, block in enumerate(blocks):
         kind = block.get("type") if isinstance(block, dict) else None
         if kind == "audio" and embedded:

@@ -43,6 +43,38 @@ class Turn:
             return True
 
 
+Notice = tuple[str, "str | None", str]  # (title, description, severity)
+
+
+class News:
+    """What a session's user must hear that is not the model's: to a client that shows notices,
+    a notice once the client knows the session's id; to any other, a line in the session's next
+    turn (a message outside a turn may be shown nowhere), on a line of its own. One lock keeps a
+    notice added while the session is announced from being lost between the two."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[Notice] = []
+        self.announced = False  # its session/new, load or resume is answered: the client knows its id
+
+    def add(self, item: Notice) -> None:
+        with self._lock:
+            self._items.append(item)
+
+    def announce(self) -> None:
+        with self._lock:
+            self.announced = True
+
+    def take(self, notices: bool, in_turn: bool) -> list[Notice]:
+        """What can be said now: everything, to a client that shows notices once it knows the
+        session, or to any other within a turn; nothing otherwise (it waits)."""
+        with self._lock:
+            if not ((notices and self.announced) or in_turn):
+                return []
+            items, self._items = self._items, []
+            return items
+
+
 class Session:
     def __init__(self, sid: str, conv: Conversation, catalog: Catalog, runtime: Runtime, engine: Engine):
         self.id = sid
@@ -57,8 +89,7 @@ class Session:
         self.title_sent: str | None = None  # the title the client was last told (session_info_update)
         self.mcp: McpSet | None = None  # its MCP servers, when mcp.enabled
         self.unsaved: str | None = None  # why its last save failed (it is kept in memory meanwhile)
-        self.announced = False  # its session/new, load or resume is answered: the client knows its id
-        self.held: list[tuple[str, str | None, str]] = []  # notices (title, description, severity) until then
+        self.news = News()  # what its user must hear outside the conversation (a failed save, …)
 
     @property
     def cwd(self) -> str:

@@ -9,6 +9,7 @@ import threading
 
 from bob_acp.acp.params import required_str, unknown_session
 from bob_acp.acp.session import Session, Turn
+from bob_acp.acp.updates import say_news
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.lazy import LazyModule
 
@@ -128,12 +129,10 @@ class SessionTable:
                         "before a save succeeds.")
 
     def notice(self, session: Session, title: str, description: str | None = None, severity: str = "warning") -> None:
-        """A notice for the session's user: now, or, while the client does not know the session's
-        id yet (its session/new is being answered), once it does (Opener.send_commands)."""
-        if session.announced:
-            self.channel.notice(session.id, title, description, severity)
-        else:
-            session.held.append((title, description, severity))
+        """Something the session's user must hear (updates.say_news): a notice now, or once the
+        client knows the session's id; to a client without notices, in the session's next turn."""
+        session.news.add((title, description, severity))
+        say_news(self.channel, session)
 
     def store(self, cwd: str, redact: Callable[[Any], Any] | None = None) -> SessionStore:
         """The session files of a folder; `redact`: what a conversation goes through before it

@@ -20,7 +20,7 @@ from bob_acp.acp.opener import Opener
 from bob_acp.acp.session import Session, Turn
 from bob_acp.acp.table import SessionTable
 from bob_acp.acp.turn_queue import TurnQueue
-from bob_acp.acp.updates import TurnSink
+from bob_acp.acp.updates import TurnSink, say_news
 from bob_acp.config import Config
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.endpoint import Reply
@@ -112,6 +112,14 @@ class Handlers:
         text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
         command = text.strip()
         sink = TurnSink(self.channel, self.log, session, turn.cancel)
+        say_news(self.channel, session, sink)  # (a save that failed before this turn: said first)
+        try:
+            return self._command_or_turn(session, blocks, text, command, sink, turn)
+        finally:
+            say_news(self.channel, session, sink, fresh_line=True)
+
+    def _command_or_turn(self, session: Session, blocks: list, text: str, command: str, sink: TurnSink,
+                         turn: Turn) -> str | RpcError:
         if command == "/new":
             return self.command_new(session, sink)
         if command == "/compact":

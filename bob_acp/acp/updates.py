@@ -41,6 +41,20 @@ def locations(call: Call) -> list[dict]:
     return [p.location(loc.path, loc.line) for loc in call.locations]
 
 
+def say_news(channel: ClientChannel, session: Session, sink: TurnSink | None = None, fresh_line: bool = False) -> None:
+    """What the session's user must hear (Session.news), if it can be said now: as notices to a
+    client that shows them, else as lines of the turn `sink` belongs to (`fresh_line`: after
+    the model's text, on a line of its own, never glued to it)."""
+    notices = channel.capabilities.notices
+    for title, description, severity in session.news.take(notices, sink is not None):
+        if notices or sink is None:
+            channel.notice(session.id, title, description, severity)
+            continue
+        mark = {"warning": "⚠️ ", "error": "❌ "}.get(severity, "")
+        line = f"{mark}{title}{f' {description}' if description else ''}\n"
+        sink.text(("\n" if fresh_line else "") + line, str(uuid.uuid4()))
+
+
 class TurnSink:
     def __init__(self, channel: ClientChannel, log: Logger, session: Session, cancel: Cancel):
         self.channel = channel
