@@ -242,20 +242,63 @@ def _sections(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _read_yaml(path: str) -> Any:
+MAX_CONFIG_BYTES = 256 * 1024  # a config file is a few KiB; past this it is refused, never read on
+MAX_DEPTH = 32  # levels of nesting a config file may have (extraBody is the deepest need: a few)
+MAX_VALUES = 100_000  # values a config file may hold once its YAML aliases are expanded
+
+
+class ConfigUnreadable(ConfigError):
+    """The config file cannot be read at all (not a regular file, too large, an I/O error): a
+    running Bob keeps the configuration it read last."""
+
+
+def read_text(path: str) -> str:
+    """The config file's text: a regular file only (a FIFO or a device is never waited on: the
+    open does not block), at most MAX_CONFIG_BYTES."""
+    import stat
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise ConfigError(f"config file {path}: not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {path}: cannot read: {exc}") from None
+    except OSError as exc:
+        raise ConfigUnreadable(f"config file {path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            from bob_acp.atomic import file_kind
+
+            raise ConfigUnreadable(f"config file {path}: {file_kind(info.st_mode)}, not a regular file: not read")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigUnreadable(f"config file {path}: {info.st_size} bytes, more than a config file may have "
+                                   f"({MAX_CONFIG_BYTES // 1024} KiB): not read")
+        data = b""
+        while len(data) <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise ConfigUnreadable(f"config file {path}: cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigUnreadable(f"config file {path}: more than {MAX_CONFIG_BYTES // 1024} KiB: not read")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path}: not UTF-8 (byte {exc.start})") from None
+
+
+def _read_yaml(path: str) -> Any:
+    text = read_text(path)
     try:
         data = _pyyaml(path, text)
     except RecursionError:
         raise ConfigError(f"config file {path}: nested deeper than {MAX_DEPTH} levels") from None
-    if _deeper_than(data, MAX_DEPTH):
-        raise ConfigError(f"config file {path}: nested deeper than {MAX_DEPTH} levels")
+    problem = shape_problem(data, MAX_DEPTH, MAX_VALUES)
+    if problem:
+        raise ConfigError(f"config file {path}: {problem}")
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -263,18 +306,34 @@ def _read_yaml(path: str) -> Any:
     return data
 
 
-MAX_DEPTH = 32  # levels of nesting a config file may have (extraBody is the deepest need: a few)
-
-
-def _deeper_than(data: object, limit: int) -> bool:
-    """Whether mappings and lists nest deeper than `limit` (looked at without recursion)."""
-    level: list[object] = [data]
-    for _ in range(limit + 1):
-        level = [v for item in level if isinstance(item, (dict, list))
-                 for v in (item.values() if isinstance(item, dict) else item)]
-        if not level:
-            return False
-    return True
+def shape_problem(data: object, max_depth: int, max_values: int) -> str | None:
+    """Why `data` is too deep, too large or circular, or None. YAML aliases make one value stand
+    in many places: each is measured once (its depth and the number of values it expands to),
+    so an alias bomb is refused in microseconds, never expanded."""
+    depth: dict[int, int] = {}
+    size: dict[int, int] = {}
+    open_now: set[int] = set()
+    stack: list[tuple[object, bool]] = [(data, False)]
+    while stack:
+        node, done = stack.pop()
+        if not isinstance(node, (dict, list)) or (not done and id(node) in depth):
+            continue
+        children = [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        if not done:
+            if id(node) in open_now:
+                return "a value refers to itself (YAML aliases)"
+            open_now.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children)
+            continue
+        open_now.discard(id(node))
+        depth[id(node)] = 1 + max((depth[id(c)] for c in children), default=0)
+        if depth[id(node)] > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        size[id(node)] = min(max_values + 1, len(node) + sum(size[id(c)] for c in children))
+    if isinstance(data, (dict, list)) and size[id(data)] > max_values:
+        return f"holds more than {max_values} values once its YAML aliases are expanded"
+    return None
 
 
 def _pyyaml(path: str, text: str) -> Any:

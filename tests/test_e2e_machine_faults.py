@@ -486,3 +486,39 @@ def test_the_sandbox_folders_go_with_bob_however_bob_ends(scripted, tmp_path):
     while any(os.path.exists(os.path.join(tempfile.gettempdir(), f)) for f in folders) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(os.path.exists(os.path.join(tempfile.gettempdir(), f)) for f in folders)
+
+
+# ---- the config file cannot wedge Bob --------------------------------------------------------------------
+
+def test_a_config_file_swapped_for_a_fifo_or_grown_huge_never_holds_a_prompt_or_a_session(
+        spawn_bob, tmp_path, workdir, bob_env):
+    """Swapped for a FIFO nobody writes, the config file would hold every read of it: open
+    sessions' prompts go on, a new session opens with the configuration read last and is told;
+    a file grown to megabytes is refused unread, in one line."""
+    turns = [{"replies": [{"text": "one"}]}, {"replies": [{"text": "two"}]}, {"replies": [{"text": "three"}]}]
+    bob = spawn_bob(script_config(tmp_path, turns))
+    bob.initialize()
+    sid = bob.new_session()
+    config = tmp_path / "config.yaml"
+    config.unlink()
+    os.mkfifo(config)
+    _, frames = bob.prompt(sid, "first")
+    assert message_text(frames) == "one"
+    seen = len(bob.frames)
+    response, frames = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+    fresh = response["result"]["sessionId"]
+    while not updates(bob.frames[seen:], "agent_message_chunk"):
+        bob.read_frame()
+    told = message_text(bob.frames[seen:])
+    assert "a FIFO, not a regular file: not read" in told and "configuration as it was last read" in told, told
+    _, frames = bob.prompt(fresh, "second")
+    assert message_text(frames) == "one"  # (the last good configuration: the script model, from its start)
+    config.unlink()
+    with open(config, "wb") as handle:
+        handle.truncate(200 * 1024 * 1024)  # (sparse: 200 MB that take no disk)
+    response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+    assert "result" in response
+    bob.wait_stderr("more than a config file may have (256 KiB): not read")
+    check = subprocess.run(bob_command() + ["--check"], env=bob_env, capture_output=True, text=True, timeout=60)
+    lines = check.stderr.strip().splitlines()
+    assert check.returncode == 2 and len(lines) == 1 and "not read" in lines[0], check.stderr

@@ -14,7 +14,7 @@ import os
 import threading
 
 from bob_acp import config as config_module
-from bob_acp import environment, providers, secrets
+from bob_acp import environment, providers, secrets, threads
 from bob_acp.exceptions import ConfigError
 from bob_acp.lazy import LazyModule
 
@@ -49,6 +49,7 @@ class Runtime:
         self.redact: Callable[[Any], Any] | None = redactor.tree if redactor else None
         self._engine: Engine | None = None
         self._lock = threading.Lock()
+        self.failure: ConfigError | None = None  # the error behind `problem`
 
     @property
     def usable(self) -> bool:
@@ -76,8 +77,14 @@ def file_signature(path: str) -> tuple | None:
     return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size
 
 
+READ_WAIT = 2.0  # seconds a session/new waits for a changed config file to be read
+
+
 class Reader:
-    """Reads the configuration, at start-up and again whenever its file has changed."""
+    """Reads the configuration, at start-up and again whenever its file has changed. A reading
+    runs on a thread of its own: a session/new waits for it a moment (READ_WAIT), a prompt never
+    does, and a file that cannot be read at all (a FIFO, a file too large, an I/O error) leaves
+    the last good reading in use, which new sessions are told."""
 
     def __init__(self, explicit: str | None, profile: str | None, env: dict[str, str], log: Logger):
         self.explicit = explicit
@@ -86,30 +93,58 @@ class Reader:
         self.log = log
         self.path = config_module.find_path(explicit, env)[0]
         self.current = self._read()
+        self.unreadable: str | None = None  # why the file as it is now cannot be read (the last good one serves)
+        self._tried = self.current.signature  # the file's signature last read (or tried)
+        self._reading: threading.Event | None = None  # set once the reading under way is done
         self._lock = threading.Lock()
 
-    def fresh(self) -> Runtime:
-        """The current reading: read again when the file changed since the last one."""
+    def fresh(self, wait: bool = True) -> Runtime:
+        """The current reading, the file read again (on a thread) when it changed since; `wait`:
+        up to READ_WAIT seconds for that reading (a session opened after a fix gets the fix)."""
         with self._lock:
-            if file_signature(self.path) != self.current.signature:
-                before = self.current
-                self.current = self._read()
-                state = f"error: {self.current.problem}" if self.current.problem else "read again"
-                self.log.info("[acp] the config file {path} changed: {state}", path=self.path, state=state)
-                if before.problem and not self.current.problem:
-                    self.log.info("[acp] the configuration is usable again: new sessions use it")
-            return self.current
+            signature = file_signature(self.path)
+            if signature != self._tried and self._reading is None:
+                self._tried = signature
+                reading = self._reading = threading.Event()
+                try:
+                    threads.start(self._reread, "bob-config-read", reading)
+                except threads.ThreadLimit:
+                    self._reading = None
+                    self._reread(reading)
+            pending = self._reading
+        if pending is not None and wait:
+            pending.wait(READ_WAIT)
+        return self.current
+
+    def _reread(self, done: threading.Event) -> None:
+        try:
+            before = self.current
+            runtime = self._read()
+            if isinstance(runtime.failure, config_module.ConfigUnreadable) and not before.problem:
+                self.unreadable = runtime.problem
+                self.log.warning("[acp] {problem}: the configuration read before stays in use", problem=runtime.problem)
+                return
+            self.current, self.unreadable = runtime, None
+            state = f"error: {runtime.problem}" if runtime.problem else "read again"
+            self.log.info("[acp] the config file {path} changed: {state}", path=self.path, state=state)
+            if before.problem and not runtime.problem:
+                self.log.info("[acp] the configuration is usable again: new sessions use it")
+        finally:
+            with self._lock:
+                self._reading = None
+            done.set()
 
     def _read(self) -> Runtime:
         from bob_acp import log as logging_setup
 
         signature = file_signature(self.path)
         env = self.env
+        failure: ConfigError | None = None
         try:
             cfg = config_module.load(self.explicit, env=env, profile=self.profile)
             problem = None
         except ConfigError as exc:
-            problem = str(exc)
+            problem, failure = str(exc), exc
             cfg = config_module.defaults(self.profile)
         try:
             key = providers.api_key(cfg, env)
@@ -125,5 +160,7 @@ class Reader:
                 provider = providers.make_models(cfg, env, known, provider, self.log)
         no_model = (providers.no_model_message(cfg, env) if problem is None
                     else providers.config_problem_message(problem))
-        return Runtime(cfg, problem, provider, no_model, known, environment.child_env(cfg, env),
-                       tuple(dict.fromkeys([*environment.key_variables(cfg), *hidden])), signature)
+        runtime = Runtime(cfg, problem, provider, no_model, known, environment.child_env(cfg, env),
+                          tuple(dict.fromkeys([*environment.key_variables(cfg), *hidden])), signature)
+        runtime.failure = failure
+        return runtime

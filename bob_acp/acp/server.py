@@ -136,9 +136,10 @@ class AgentServer:
             self._refs = engine.Refs()
         return self._refs
 
-    def fresh(self) -> Runtime:
-        """The configuration as it is now (read again when its file has changed)."""
-        return self.reader.fresh()
+    def fresh(self, wait: bool = True) -> Runtime:
+        """The configuration as it is now (read again when its file has changed; `wait`: a moment
+        for that reading, which a prompt never waits for)."""
+        return self.reader.fresh(wait)
 
     # ---- the method table -------------------------------------------------------------------
 
@@ -311,11 +312,11 @@ class AgentServer:
         if not self.initialized:
             raise RpcError.invalid_request("initialize first")
 
-    def require_ready(self) -> Runtime:
+    def require_ready(self, wait: bool = True) -> Runtime:
         """The configuration as it is now, for work that needs a model; with acp.auth, -32000
         (authentication required) while no model is usable."""
         self.require_initialized()
-        runtime = self.fresh()
+        runtime = self.fresh(wait)
         if self.cfg.acp.auth and not runtime.usable:
             if runtime.problem:
                 raise RpcError(AUTH_REQUIRED, f"Authentication required: Bob could not use its configuration: "
@@ -332,6 +333,9 @@ class AgentServer:
         self.table.check_room()  # refuse before building anything (skills, system prompt)
         sid = sessions.new_id()
         session = self.opener.make(sid, ws, None, servers, runtime)
+        if self.reader.unreadable:
+            session.conv.notices.append(f"{self.reader.unreadable}: this session uses the configuration as it was "
+                                        "last read.")
         self.table.admit(session)  # (refused after all, the bound or a race: it ends, its servers with it)
         self.table.save(session)
 

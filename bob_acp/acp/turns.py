@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 class Handlers:
     def __init__(self, cfg: Config, log: Logger, table: SessionTable, channel: ClientChannel, opener: Opener,
-                 ready: Callable[[], object], closing: threading.Event):
+                 ready: Callable[[bool], object], closing: threading.Event):
         self.cfg = cfg  # the connection's (what prompts may hold); a session's own is session.runtime.cfg
         self.log = log
         self.table = table
@@ -65,7 +65,7 @@ class Handlers:
     def prepare(self, params: dict) -> tuple[Session, Turn]:
         """On the dispatcher, in frame order: check the request, take the turn's place in the
         queue and register its Turn, before any later frame is routed."""
-        self.ready()
+        self.ready(False)  # (never waits for a config file being read: the session has its own)
         session = self.table.get(params)
         if not isinstance(params.get("prompt"), list):
             raise RpcError.invalid_params("prompt: must be an array of content blocks")
