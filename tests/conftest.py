@@ -14,7 +14,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bob_client import Bob, bob_command  # noqa: E402
+from bob_client import Bob, bob_command, dump_yaml  # noqa: E402
 from chat_helpers import write_config as write_chat_config  # noqa: E402
 
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "PYTHONPATH")
@@ -121,7 +121,7 @@ def scripted(spawn_bob, tmp_path):
     """Start bob with the script provider playing `turns`; returns (bob, session id)."""
     def start(turns, config=None, **kw):
         path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump({"turns": turns}, allow_unicode=True), encoding="utf-8")
+        path.write_text(dump_yaml({"turns": turns}), encoding="utf-8")
         cfg = {"model": {"provider": "script", "script": str(path)}}
         for key, value in (config or {}).items():
             cfg.setdefault(key, {}).update(value)

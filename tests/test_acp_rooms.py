@@ -60,7 +60,7 @@ def test_a_prompt_is_registered_in_frame_order_and_a_cancel_before_its_answer_wi
     session, turn = turns.prepare({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
     assert turn in session.turns and turn.ticket.granted
     turns.cancel({"sessionId": sid})  # read before the answer: the answer is cancelled
-    reply = turns.prompt({"sessionId": sid, "prompt": []}, (session, turn))
+    reply = turns.prompt({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}, (session, turn))
     with reply.guard:
         assert reply.result() == {"stopReason": "cancelled"}
     assert not session.turns and not turn.cancel_now()  # answered: a later cancel is too late
@@ -71,7 +71,7 @@ def test_a_prompt_for_a_session_being_loaded_is_refused(tmp_path):
     sid = server.new_session({"cwd": str(tmp_path), "mcpServers": []}).result["sessionId"]
     server.table.sessions[sid].loading = True
     with pytest.raises(RpcError) as info:
-        server.rooms.turns.prepare({"sessionId": sid, "prompt": []})
+        server.rooms.turns.prepare({"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})
     assert info.value.code == -32600 and "being loaded" in info.value.message
 
 

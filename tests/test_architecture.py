@@ -21,6 +21,7 @@ LAYERS = [
                "bob_acp.children", "bob_acp.supervisor", "bob_acp.config", "bob_acp.environment",
                "bob_acp.checkpoints"]),
     ("leaves", ["bob_acp.history", "bob_acp.workspace", "bob_acp.cancel", "bob_acp.exceptions", "bob_acp.atomic",
+                "bob_acp.beneath",
                 "bob_acp.lazy", "bob_acp.jsontext", "bob_acp.log", "bob_acp.secrets", "bob_acp.httpio",
                 "bob_acp.timestamps", "bob_acp.bobdir", "bob_acp.threads", "bob_acp"]),
     ("transport", ["bob_acp.jsonrpc"]),

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 import yaml
-from bob_client import FRAME_CAP, allow, bob_command, message_text, reject, updates
+from bob_client import FRAME_CAP, allow, bob_command, dump_yaml, message_text, reject, updates
 from fake_model import Response, _sse
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +24,7 @@ def sessions_of(workdir):
 def bob_script(spawn_bob, tmp_path):
     def start(turns, **config):
         path = tmp_path / "script.yaml"
-        path.write_text(yaml.safe_dump({"turns": turns}, allow_unicode=True))
+        path.write_text(dump_yaml({"turns": turns}))
         cfg = {"model": {"provider": "script", "script": str(path)}, "sessions": {"enabled": True},
                "acp": {"sessionHistory": True, "configOptions": True}}
         for key, value in config.items():
