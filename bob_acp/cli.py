@@ -274,21 +274,63 @@ def _poke(fd: int) -> None:
         pass
 
 
-def _stacks(_signum: int, _frame: object) -> None:
-    """SIGUSR1: every thread's stack to the log, and Bob goes on. Written by a Python handler, on
-    the main thread with the interpreter held (faulthandler's own handler walks the threads from
-    the signal itself, and crashed Bob when a thread was in the middle of an import)."""
-    import faulthandler
+DUMP_EVERY = 1.0  # seconds between two stack dumps at most (a flood of SIGUSR1 writes one a second)
+_dumps = {"last": -DUMP_EVERY, "skipped": 0}
 
+
+def _stacks(_signum: int, _frame: object) -> None:
+    """SIGUSR1: every thread's stack to the log, with its name and what it serves (session,
+    request, turn state: threads.doing), and Bob goes on. One JSON record with log.format: json,
+    a block of text otherwise; at most one a second. Made by a Python handler, on the main thread
+    with the interpreter held (faulthandler's own handler walks the threads from the signal
+    itself, and crashed Bob when a thread was in the middle of an import)."""
+    import time
+
+    now = time.monotonic()
+    if now - _dumps["last"] < DUMP_EVERY:
+        _dumps["skipped"] += 1
+        return
+    _dumps["last"] = now
+    skipped, _dumps["skipped"] = _dumps["skipped"], 0
+    try:
+        found = _threads()
+    except Exception:  # noqa: BLE001  (a dump must never take Bob down)
+        return
     from bob_acp import log
 
-    stream = log.stream()
-    try:
-        stream.write("Bob's threads (SIGUSR1):\n")
-        stream.flush()
-        faulthandler.dump_traceback(file=stream, all_threads=True)
-    except (OSError, ValueError):
-        pass
+    if log.json_lines():
+        log.get("bob").info("threads (SIGUSR1)", threads=found, skipped=skipped)
+        return
+    lines = [f"Bob's threads (SIGUSR1){f'; {skipped} signal(s) within a second of a dump skipped' if skipped else ''}:"]
+    for thread in found:
+        serves = ", ".join(f"{k} {v}" for k, v in thread.items() if k not in ("name", "id", "stack"))
+        lines.append(f"  thread {thread['name']} ({thread['id']}){f': {serves}' if serves else ''}")
+        lines += [f"    {frame}" for frame in thread["stack"]]
+    text = "\n".join(lines) + "\n"
+
+    def write() -> None:
+        out = log.stream()
+        out.write(text)
+        out.flush()
+
+    log.defer(write)
+
+
+def _threads() -> list[dict]:
+    """Each thread: its name, id, what it serves, and its stack (innermost last)."""
+    import threading
+    import traceback
+
+    from bob_acp import threads
+
+    frames = sys._current_frames()
+    notes = threads.doing.snapshot()
+    found = []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or 0)
+        stack = [f"{f.filename}:{f.lineno} in {f.name}" for f in traceback.extract_stack(frame)] if frame else []
+        found.append({"name": thread.name, "id": thread.ident, **notes.get(thread.ident or 0, {}), "stack": stack})
+    return found
 
 
 def _wait_awake(done: threading.Event, wake_r: int, wake_w: int) -> None:

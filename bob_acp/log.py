@@ -59,7 +59,9 @@ def _redact_processor(_logger: object, _name: str, event: MutableMapping[str, An
     redactor = _state["redactor"]
     if redactor:
         for key, value in event.items():
-            if not isinstance(value, (int, float, bool, type(None))):
+            if isinstance(value, (list, dict)):
+                event[key] = redactor.tree(value)  # (a record's structure kept: a stack dump's threads)
+            elif not isinstance(value, (int, float, bool, type(None))):
                 event[key] = redactor.text(value if isinstance(value, str) else str(value))
     return event
 
@@ -129,7 +131,10 @@ def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any])
 
     event.pop("_shown", None)
     plain = (str, int, float, bool, type(None))
-    return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
+    try:  # (lists and mappings as JSON: a stack dump is one record with its threads in it)
+        return jsontext.dumps({k: v if isinstance(v, (*plain, list, dict)) else str(v) for k, v in event.items()}).decode()
+    except TypeError:  # (something inside that JSON cannot hold: as text)
+        return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
 
 def _console_line(method: str, event: object, fields: dict) -> str:
@@ -347,6 +352,7 @@ def setup(level: str = "info", fmt: str = "console", file: str | None = None, de
     can be started (the machine's limit), each line is written as it is logged instead."""
     stream: TextIO = open(file, "a", encoding="utf-8", buffering=1) if file else sys.stderr
     _state["level"] = _LEVELS[level]
+    _state["format"] = fmt
     _state["path"] = file
     _state["stream"] = stream
     if _state["thread"] is None:
@@ -358,6 +364,11 @@ def setup(level: str = "info", fmt: str = "console", file: str | None = None, de
             _state["thread"] = None
             _state["inline"] = True
     return stream
+
+
+def json_lines() -> bool:
+    """Whether the log is written as JSON records (log.format: json)."""
+    return _state.get("format") == "json"
 
 
 def stream() -> TextIO:

@@ -76,3 +76,30 @@ def economise() -> None:
             ctypes.CDLL(None).mallopt(-8, 2)  # M_ARENA_MAX
         except (OSError, AttributeError):
             pass
+
+
+class Doing:
+    """What each of Bob's threads does, and for whom (its session, its request, the state of its
+    turn): set by the thread itself, read by the stack dump of SIGUSR1, so that a stuck turn can
+    be tied to its session. Plain dict operations: safe beside the signal handler."""
+
+    def __init__(self) -> None:
+        self._notes: dict[int, dict[str, str]] = {}
+
+    def note(self, **fields: str | None) -> None:
+        """This thread's notes updated (a field given None is taken away)."""
+        notes = self._notes.setdefault(threading.get_ident(), {})
+        for name, value in fields.items():
+            if value is None:
+                notes.pop(name, None)
+            else:
+                notes[name] = value
+
+    def clear(self) -> None:
+        self._notes.pop(threading.get_ident(), None)
+
+    def snapshot(self) -> dict[int, dict[str, str]]:
+        return {ident: dict(notes) for ident, notes in list(self._notes.items())}
+
+
+doing = Doing()

@@ -423,8 +423,29 @@ def test_sigusr1_writes_the_stacks_and_bob_goes_on(spawn_bob):
         os.kill(bob.pid, signal.SIGUSR1)
         time.sleep(0.005)
     bob.wait_stderr("Bob's threads (SIGUSR1)")
-    bob.wait_stderr("_dispatch_loop")
+    bob.wait_stderr("thread bob-dispatcher")
     assert bob.result("authenticate", {"methodId": "x"}) == {}  # (and it exits 0: the fixture checks)
+    assert bob.stderr().count("Bob's threads (SIGUSR1)") <= 3  # (at most one a second: 30 in 0.15 s)
+
+
+def test_sigusr1_with_a_json_log_is_one_record_tying_each_thread_to_its_session(scripted):
+    bob, sid = scripted([{"replies": [bash("sleep 30"), {"text": "never"}]}],
+                        config={"permissions": {"mode": "allow-all"}, "log": {"format": "json"}})
+    msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    while not any(u.get("status") == "in_progress" for u in updates(bob.frames, "tool_call_update")):
+        bob.read_frame()
+    for _ in range(50):
+        os.kill(bob.pid, signal.SIGUSR1)
+    bob.wait_stderr('"threads (SIGUSR1)"')
+    bob.notify("session/cancel", {"sessionId": sid})
+    bob.wait_response(msg_id)
+    assert bob.close() == 0
+    records = [json.loads(line) for line in bob.stderr().splitlines() if line.strip()]  # (every line JSON)
+    dumps = [r for r in records if r.get("event") == "threads (SIGUSR1)"]
+    assert 1 <= len(dumps) <= 2
+    turn = [t for t in dumps[0]["threads"] if t.get("session") == sid]
+    assert turn and turn[0]["turn"].endswith("(bash): running") and turn[0]["name"].startswith("bob-session/prompt #")
+    assert any(t["name"] == "bob-dispatcher" and t["stack"] for t in dumps[0]["threads"])
 
 
 def test_sigquit_ends_bob_as_sigterm_does(scripted):

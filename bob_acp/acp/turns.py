@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Callable
 
-from bob_acp import engine, sessions, skills
+from bob_acp import engine, sessions, skills, threads
 from bob_acp.acp import prompt as prompts
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
@@ -91,10 +91,13 @@ class Handlers:
     def prompt(self, params: dict, prepared: tuple[Session, Turn] | None = None) -> Reply:
         session, turn = prepared or self.prepare(params)
         outcome: object = engine.CANCELLED  # waited, was cancelled: ran nothing, recorded nothing
+        threads.doing.note(session=session.id, turn="waiting for the turn before it")
         try:
             if not self.closing.is_set() and turn.ticket.wait() and not turn.cancel.is_set():
+                threads.doing.note(turn="running")
                 outcome = self._run(session, params["prompt"], turn)
         finally:
+            threads.doing.clear()
             turn.ticket.release()
             self.table.turn_ended(session, turn)
         return Reply(lambda: self._answer(turn, outcome), guard=turn.lock)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 import orjson
 
-from bob_acp import compress, history, sandbox, system_prompt
+from bob_acp import compress, history, sandbox, system_prompt, threads
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import READ_ONLY_TOOLS, CheckpointError
 from bob_acp.checkpoints.session import Window
@@ -286,6 +286,7 @@ class Engine:
         return MAX_TURN_REQUESTS
 
     def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> tuple[list[Call], bool]:
+        threads.doing.note(turn="calling the model")
         stream = _Stream(sink)
         sent = len(conv.messages)
         option = self.models.pick(conv.model)
@@ -359,10 +360,12 @@ class Engine:
         if times >= self.cfg.loop.warnAt:
             note = f"[not run: this exact call was made {times} times in a row; it would give the same result. Try a different approach.]"
             return self._finish(conv, call, sink, failed(note))
+        threads.doing.note(turn=f"{call.ref} ({call.name}): permission")
         if not self._permitted(conv, call, sink, cancel):
             rejected = f"[rejected by the user: {call.reason}]" if call.reason else REJECTED
             return self._finish(conv, call, sink, failed(rejected))
         sink.tool_running(call)
+        threads.doing.note(turn=f"{call.ref} ({call.name}): running")
         ctx.confine = call.confine
         if call.name == "bash" and conv.sandbox is not None and not call.sandboxed and self.log is not None:
             self.log.info("[acp] unconfined run (outside the sandbox): {title}", tool=call.name, call=call.ref,

@@ -598,7 +598,7 @@ class Endpoint:
                 route.cancel(args[1])
         with self._workers_lock:
             worker = threading.Thread(
-                target=self._run_worker, args=(route, method, msg_id, args, size), name=f"bob-{method}", daemon=True
+                target=self._run_worker, args=(route, method, msg_id, args, size), name=f"bob-{method} #{str(msg_id)[:40]}", daemon=True
             )
             self._workers.add(worker)
             self._held_frames += 1
