@@ -122,12 +122,48 @@ def _check(cfg: Config, env: dict) -> int:
     if provider is None:
         print("the model is not usable yet: " + providers.no_model_message(cfg, env).splitlines()[0])
         return EXIT_NO_ANSWER
+    unreachable = _unreachable(getattr(getattr(provider, "wire", None), "url", None) or cfg.model.baseUrl)
+    if unreachable:  # (said at once: the check's retries would wait in silence for seconds)
+        print(f"model: {cfg.model.provider}/{cfg.model.name} cannot be reached: {unreachable}")
+        print("the config is written; start the model's server (or fix the address) and run `bob-acp setup` again "
+              "(or `bob-acp --check`)")
+        return EXIT_NO_ANSWER
     answered, line = probe(cfg.model, provider)
     print(line)
     if not answered:
         print("the config is written; fix what the line above says and run `bob-acp setup` again "
               "(or `bob-acp --check`)")
     return EXIT_OK if answered else EXIT_NO_ANSWER
+
+
+REACH_TIMEOUT = 3.0  # seconds setup gives a model's server to accept a connection
+
+
+def _unreachable(url: str | None) -> str | None:
+    """Why nothing accepts a connection at `url`'s host and port (within REACH_TIMEOUT), or None."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not url:
+        return None
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    if not host:
+        return None
+    from urllib.request import getproxies, proxy_bypass
+
+    if (getproxies().get(parts.scheme) or getproxies().get("all")) and not proxy_bypass(host):
+        return None  # (through a proxy: only the request itself can tell)
+    try:
+        socket.create_connection((host, port), timeout=REACH_TIMEOUT).close()
+    except socket.timeout:
+        return f"{host}:{port} did not answer within {REACH_TIMEOUT:g} s"
+    except OSError as exc:
+        return f"{host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 def _served_model(base_url: str, key: str | None, ask: "Questions") -> str:

@@ -219,3 +219,36 @@ def test_folders_a_saved_session_names_are_given_back_only_when_the_person_says(
     child.expect("you> ")
     child.sendline("/quit")
     finish(child)
+
+
+def test_an_unknown_command_is_answered_and_a_path_still_goes_to_the_model(chat):
+    script = {"turns": [{"replies": [{"text": "about that path"}]}]}
+    child = chat([], script)
+    child.expect("you> ")
+    child.sendline("/frobnicate now")
+    child.expect("unknown command /frobnicate: the commands are ")
+    child.expect("/help says what each does")
+    child.expect("you> ")
+    child.sendline("/etc/hosts looks odd")
+    child.expect("about that path")
+    child.expect("you> ")
+    child.sendline("/quit")
+    finish(child)
+
+
+def test_a_broken_config_is_said_at_start_and_new_picks_up_the_fix(chat, tmp_path):
+    script = tmp_path / "fixed-script.yaml"
+    script.write_text(json.dumps({"turns": [{"replies": [{"text": "the fixed model answers"}]}]}))
+    child = chat([], None, {"model": {"provider": "script", "script": str(script)}, "nonsense": {"key": 1}})
+    child.expect("Bob's configuration cannot be used: ")
+    child.expect("nonsense")
+    child.expect("you> ")
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"provider": "script", "script": str(script)}}))
+    child.sendline("/new")
+    child.expect("New session .*, with the configuration as it is now")
+    child.expect("you> ")
+    child.sendline("hello")
+    child.expect("the fixed model answers")
+    child.expect("you> ")
+    child.sendline("/quit")
+    finish(child)

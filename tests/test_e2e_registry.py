@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
+import time
 
 import pytest
 import yaml
@@ -330,3 +332,18 @@ def test_setup_picks_from_the_models_a_server_lists_and_offers_the_responses_api
     assert responses.returncode == 0, responses.stderr
     assert yaml.safe_load((tmp_path / "third.yaml").read_text())["model"]["provider"] == "openai-responses"
     assert "has comments" not in responses.stdout
+
+
+def test_setup_says_an_unreachable_server_at_once(bob_env, tmp_path):
+    """Nothing listens at the address: said within seconds (it waited 14 s in silence for the
+    check's retries), the config written all the same."""
+    with socket.socket() as probe:  # a port nothing listens on: bound, never listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        config = tmp_path / "config.yaml"
+        started = time.monotonic()
+        result = run_setup(["--provider", "openai-compatible", "--base-url", f"http://127.0.0.1:{port}/v1",
+                            "--model", "m", "--config", str(config)], bob_env)
+    assert result.returncode == 1 and f"cannot be reached: 127.0.0.1:{port}: Connection refused" in result.stdout
+    assert time.monotonic() - started < 60  # (a generous bound: the retries alone took 14 s)
+    assert yaml.safe_load(config.read_text())["model"]["baseUrl"] == f"http://127.0.0.1:{port}/v1"

@@ -289,9 +289,34 @@ class Chat:
         self.screen.usage_line()
         return stop
 
+    def new_session(self) -> None:
+        """/new: a session of its own, opened with Bob's configuration as it is now (a fix of a
+        broken file counts from here); the one before stays saved where sessions are kept."""
+        result = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": self.mcp_servers}),
+                         f"cannot open a session in {self.cwd}")
+        self.session_id = result["sessionId"]
+        self.choices.take(result)
+        self.drain()
+        self.screen.line(f"🆕 New session {self.session_id}, with the configuration as it is now.", "dim")
+
+    def unknown_command(self, word: str) -> str | None:
+        """What to say of `/word` when it is no command here (a typo must not become a prompt, nor
+        a session's title); None for a known one, or for text that only starts with a slash (a
+        path such as /etc/hosts goes to the model)."""
+        if not word.startswith("/") or len(word) < 2 or "/" in word[1:] or "." in word:
+            return None
+        name = word[1:]
+        known = {str(c.get("name", "")) for c in self.commands} | {"help", "sessions", "model", "mode", "quit",
+                                                                   "exit", "new"}
+        if name in known:
+            return None
+        listed = ", ".join(f"/{n}" for n in sorted(known - {"exit"}))
+        return f"unknown command {visible.line(word)}: the commands are {listed} (/help says what each does)"
+
     def help_text(self) -> str:
-        lines = ["commands of this chat: /help (this list), /sessions (the saved ones here), /model [NAME], "
-                 "/mode [MODE] (show or change), /quit (leave)", "commands of the agent:"]
+        lines = ["commands of this chat: /help (this list), /new (a new session, with the configuration as it is "
+                 "now), /sessions (the saved ones here), /model [NAME], /mode [MODE] (show or change), /quit (leave)",
+                 "commands of the agent:"]
         lines += [f"  /{visible.line(str(c.get('name', ''))):<16} {visible.line(str(c.get('description', '')))}"
                   for c in self.commands]
         return "\n".join(lines + [KEYS])
@@ -395,6 +420,10 @@ def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
                         "Run `bob-acp chat --demo` in a terminal to answer each, or add --yes to allow them all.",
                         "yellow")
         return EXIT_OK if stop == "end_turn" else EXIT_CANCELLED if stop == "cancelled" else EXIT_FAILED
+    problem = config_problem(args.config, chat.agent.env)
+    if problem:
+        screen.line(f"Bob's configuration cannot be used: {visible.line(problem)}. Prompts are answered with this "
+                    "line until it is fixed; /new then opens a session with the fix.", "yellow")
     screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(args, chat.agent.env)}. /help lists the "
                 "commands; /quit or Ctrl-D leaves.", "dim")
     try:
@@ -430,6 +459,10 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
             screen.line(chat.help_text())
             continue
         word, _, rest = command.partition(" ")
+        if word == "/new":
+            chat.drain()
+            chat.new_session()
+            continue
         if word in ("/sessions", "/model", "/mode"):
             chat.drain()
             try:
@@ -439,6 +472,11 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
                     chat.choices.show_or_set(word[1:], rest.strip())
             except Said as exc:
                 screen.line(str(exc), "yellow")
+            continue
+        chat.drain()
+        unknown = chat.unknown_command(word)
+        if unknown:
+            screen.line(unknown, "yellow")
             continue
         chat.turn(text)
 
@@ -453,6 +491,18 @@ def _config(path: str | None, env: dict | None = None) -> Any:
         return config_module.load(path, env=env)
     except ConfigError:
         return None
+
+
+def config_problem(path: str | None, env: dict | None = None) -> str | None:
+    """The one line saying why Bob's configuration cannot be used, or None."""
+    from bob_acp import config as config_module
+    from bob_acp.exceptions import ConfigError
+
+    try:
+        config_module.load(path, env=env)
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def chat_servers(path: str | None, env: dict) -> list[dict]:
