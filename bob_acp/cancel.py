@@ -14,19 +14,24 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
+SHUTDOWN = "shutdown"  # a cancel's reason: Bob is ending (end of input, a signal), not the user's cancel
+
+
 class Cancel:
-    __slots__ = ("_lock", "_event", "_callbacks", "_next")
+    __slots__ = ("_lock", "_event", "_callbacks", "_next", "reason")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._event = threading.Event()
         self._callbacks: dict[int, Callable[[], object]] = {}
         self._next = 0
+        self.reason: str | None = None  # why, when not the user's cancel (SHUTDOWN: Bob is ending)
 
-    def set(self) -> None:
+    def set(self, reason: str | None = None) -> None:
         with self._lock:
             if self._event.is_set():
                 return
+            self.reason = reason
             self._event.set()
             callbacks = list(self._callbacks.values())
             self._callbacks.clear()

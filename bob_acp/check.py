@@ -37,8 +37,12 @@ def gather(cfg: Config) -> dict[str, Any]:
     if state is not None:
         report["sandbox"]["line"] = state[0]
         covered = sandbox.coverage(cfg)
-        if not covered.confines or (cfg.tools.sandbox == "workspace" and not covered.complete):
-            report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) cannot be had here")
+        if not covered.confines:
+            report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) cannot be had here: "
+                                      f"{'; '.join(covered.missing)}")
+        elif cfg.tools.sandbox == "workspace" and not covered.complete:
+            report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) is incomplete here: "
+                                      f"{'; '.join(covered.missing)}")
     guard = children.orphan_guard()
     report["processes"] = {"endWithBob": guard is None, "why": guard}
     report["models"] = []

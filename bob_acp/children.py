@@ -362,7 +362,10 @@ def _limit(exc: OSError) -> OSError:
     import errno
 
     if exc.errno == errno.EAGAIN:
-        return ProcessLimit(exc.errno, "cannot start a process: the limit on processes (ulimit -u) is reached")
+        from bob_acp import threads
+
+        return ProcessLimit(exc.errno, "cannot start a process: " + (threads.cgroup_pids_limit()
+                                                                     or "the limit on processes (ulimit -u) is reached"))
     return exc
 
 
@@ -463,6 +466,11 @@ def removed(folder: str) -> None:
             current.send({"op": "forget", "path": folder})
         except OSError:
             pass
+
+
+def closing() -> bool:
+    """Whether Bob is ending (what is cut off now says nothing of the machine)."""
+    return bool(_state.get("closing"))
 
 
 def shutdown(timeout: float = 0.5) -> None:

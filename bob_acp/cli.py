@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from types import SimpleNamespace
 
 from bob_acp import __version__
@@ -205,7 +206,8 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
         log.error(f"bob-acp: {runtime.problem}")
     cwd = os.getcwd()
     log.info(f"bob {__version__} · model {_model_line(runtime)} · config: {cfg.source or 'defaults'}")
-    logging_setup.defer(lambda: _banner(log, cfg, cwd))  # (what takes a look around: off the start-up path)
+    started = time.time()
+    logging_setup.defer(lambda: _banner(log, cfg, cwd, started))  # (what takes a look around: off the start-up path)
     if interactive:
         sys.stderr.write("bob-acp speaks the Agent Client Protocol on stdin: one JSON-RPC frame a line, for an "
                          "editor to send. To talk to Bob in this terminal, run: bob-acp chat\n")
@@ -226,7 +228,8 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
 
     endpoint = Endpoint(writer, server.routes(), server.notifications(), log,
                         on_close=closed, urgent=frozenset({"session/cancel"}),
-                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None)
+                        cancel_method="$/cancel_request" if cfg.acp.cancelRequest else None,
+                        limit_words=threads.limit_words)
     server.channel.endpoint = endpoint
 
     def stop(signum: int, _frame: object) -> None:
@@ -378,9 +381,10 @@ def _model_line(runtime: Runtime) -> str:
     return model
 
 
-def _banner(log: Logger, cfg: Config, cwd: str) -> None:
+def _banner(log: Logger, cfg: Config, cwd: str, at: float) -> None:
     """The start-up lines that take a look around (skills, sandbox, the orphan guard): looked
-    at first, then logged together."""
+    at first, then logged together, stamped with the start-up's time (`at`), so that the log
+    stays in time order. Nothing is said of a sandbox whose probe Bob's shutdown cut off."""
     from bob_acp import children, skills
 
     catalog = skills.discover(cwd, cfg)
@@ -388,13 +392,14 @@ def _banner(log: Logger, cfg: Config, cwd: str) -> None:
     if cfg.tools.sandbox != "off":
         from bob_acp import sandbox
 
-        state = sandbox.status(cfg)
+        if not sandbox.machine(bool(cfg.tools.sandboxNetwork)).cut_off and not children.closing():
+            state = sandbox.status(cfg)
     guard = children.orphan_guard()
-    log.info(f"skills: {', '.join(catalog.skills) or 'none'}")
+    log.info(f"skills: {', '.join(catalog.skills) or 'none'}", _at=at)
     if state is not None:
         line, warning = state
-        (log.warning if warning else log.info)(line)
+        (log.warning if warning else log.info)(line, _at=at)
     if guard:  # (said at every start: the guarantee that nothing Bob starts outlives it does not hold)
-        log.warning(f"processes: a process that leaves its group may outlive Bob here: {guard}")
+        log.warning(f"processes: a process that leaves its group may outlive Bob here: {guard}", _at=at)
     for problem in catalog.warnings:
-        log.warning(f"skills: {problem}")
+        log.warning(f"skills: {problem}", _at=at)

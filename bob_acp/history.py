@@ -31,6 +31,7 @@ SUMMARY_PREFIX = "[compression summary of the earlier conversation]\n"
 # The results Bob itself gives a call (the engine writes them; the session file and its replay read them).
 REJECTED = "[command rejected by the user]"
 CANCELLED_RESULT = "[cancelled by the user]"
+SHUT_DOWN_RESULT = "[stopped: Bob was shutting down (its input ended, or a signal)]"
 NOT_RUN = "[not run: the turn ended before this call]"
 
 

@@ -416,7 +416,7 @@ class Logger:
         if level >= _state["level"] and _state.get("inline"):
             return _write_now(method, event, fields)
         if level >= _state["level"]:
-            fields["_at"] = time.time()
+            fields.setdefault("_at", time.time())  # (a line about an earlier moment may bring its time)
             if threading.current_thread() is _state["thread"]:  # a deferred job: in its place, now
                 _state["emit"](method, self.name, event, fields)
             else:
@@ -440,7 +440,7 @@ _inline_lock = threading.Lock()
 
 def _write_now(method: str, event: str, fields: dict) -> None:
     """A line written by its caller (no log thread could be started): the plain console line."""
-    fields["_at"] = time.time()
+    fields.setdefault("_at", time.time())
     try:
         try:
             line = _console_line(method, event, fields)

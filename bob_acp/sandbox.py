@@ -52,9 +52,10 @@ PROTECTED_NAMES = (".git", ".bob", "AGENTS.md")
 class Machine:
     """What this machine gives a sandbox: the launcher's probe, once per process."""
 
-    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "error")
+    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "error", "cut_off")
 
-    def __init__(self, report: dict):
+    def __init__(self, report: dict, cut_off: bool = False):
+        self.cut_off = cut_off  # the probe was ended before it answered (Bob shutting down): no answer at all
         have: dict = report["have"] if isinstance(report.get("have"), dict) else {}
         self.landlock = int(report.get("landlock") or 0)
         self.namespaces = bool(report.get("ok"))
@@ -96,7 +97,9 @@ def machine(network: bool) -> Machine:
     with _machines_lock:
         known = _machines.get(key)
         if known is None:
-            known = _machines[key] = _probe(network)
+            known = _probe(network)
+            if not known.cut_off:  # (a probe cut off answered nothing: asked again next time)
+                _machines[key] = known
         return known
 
 
@@ -112,6 +115,8 @@ def _probe(network: bool) -> Machine:
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
                               cwd="/")
+        if done.returncode < 0:  # ended by a signal (Bob's own shutdown): it said nothing of the machine
+            return Machine({"ok": False, "error": "the probe was cut off", "landlock": abi()}, cut_off=True)
         report = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
         return Machine({"ok": False, "error": f"the probe failed: {exc}", "landlock": abi()})

@@ -384,6 +384,23 @@ def make_namespaces(network):
     return uid
 
 
+NAMESPACE_ERRORS = {
+    errno.EPERM: "this machine does not let an unprivileged process make a user namespace (a sysctl such as "
+                 "kernel.unprivileged_userns_clone = 0 or kernel.apparmor_restrict_unprivileged_userns = 1, or a "
+                 "container's seccomp profile)",
+    errno.ENOSPC: "user namespaces are switched off here, or all used (user.max_user_namespaces)",
+    errno.EINVAL: "this kernel has no user namespaces",
+    errno.ENOSYS: "this kernel has no user namespaces",
+    errno.EUSERS: "user namespaces are nested as deep as the kernel allows",
+}
+
+
+def namespace_words(exc):
+    """Why the namespaces could not be made, in words (the errno alone says nothing to a person)."""
+    words = NAMESPACE_ERRORS.get(exc.errno)
+    return f"{words} ({exc})" if words else str(exc)
+
+
 def set_up_inside(options, uid):
     """In the new namespaces, as their init: the view a sandboxed command gets. Returns `have`."""
     have = {"proc": False, "pid_max": False, "private_tmp": False, "loopback": None, "protected": True,
@@ -429,7 +446,7 @@ def host(options, probe=False):
         uid = make_namespaces(options["network"])
         init = os.fork()
     except OSError as exc:
-        print(json.dumps({"ok": False, "error": str(exc), "landlock": landlock_abi()}), flush=True)
+        print(json.dumps({"ok": False, "error": namespace_words(exc), "landlock": landlock_abi()}), flush=True)
         return 0 if probe else NOT_CONFINED
     if init == 0:
         os.close(sync_r)

@@ -30,9 +30,38 @@ def _address_space_bounded() -> bool:
         return False
 
 
+def cgroup_pids_limit() -> str | None:
+    """The pids cgroup Bob is in, in words, when its limit (pids.max) is what is reached, or None."""
+    try:
+        folder = None
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            for line in handle:  # (cgroup v1: "N:pids:/path"; v2: "0::/path")
+                _number, controllers, path = line.strip().split(":", 2)
+                if "pids" in controllers.split(","):
+                    folder = "/sys/fs/cgroup/pids" + path.rstrip("/")
+                    break
+                if not controllers:
+                    folder = "/sys/fs/cgroup" + path.rstrip("/")
+        if folder is None:
+            return None
+        with open(folder + "/pids.max", encoding="utf-8") as handle:
+            limit = handle.read().strip()
+        with open(folder + "/pids.current", encoding="utf-8") as handle:
+            current = int(handle.read().strip())
+    except (OSError, ValueError, IndexError):
+        return None
+    if limit == "max" or current < int(limit) - 1:
+        return None
+    return f"the process limit of the cgroup Bob runs in is reached (pids.max = {limit} in {folder})"
+
+
 def limit_words() -> str:
-    """Which of the machine's limits a thread that cannot start met, in words: `ulimit -v` (the
-    address space, when it is bounded: a thread's stack is taken from it) or `ulimit -u`."""
+    """Which of the machine's limits a thread that cannot start met, in words: a pids cgroup's
+    when that is full, `ulimit -v` (the address space, when it is bounded: a thread's stack is
+    taken from it) or `ulimit -u`."""
+    cgroup = cgroup_pids_limit()
+    if cgroup:
+        return cgroup
     if _address_space_bounded():
         return "the limit on memory (ulimit -v) or on processes and threads (ulimit -u) is reached"
     return LIMIT

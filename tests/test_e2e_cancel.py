@@ -1,6 +1,7 @@
 """Cancel and shutdown end to end: the prompt answers `cancelled` after all its updates, and no
 process of a tool survives."""
 
+import json
 import os
 import signal
 import time
@@ -252,3 +253,17 @@ def test_a_command_that_stops_bobs_supervisor_cannot_wedge_a_cancel_or_outlive_b
     assert bob.wait_stderr("supervisor of commands was stopped")
     assert bob.close() == 0
     assert wait_gone(marker) == []
+
+
+def test_a_command_ended_by_bobs_shutdown_is_recorded_as_such_not_as_the_users_cancel(scripted, workdir):
+    marker_num = str(int(uuid.uuid4().hex[:8], 16))[:8]
+    bob, sid = scripted([{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": sleeper(marker_num)}}]}]}],
+                        config={"sessions": {"enabled": True}, "permissions": {"mode": "allow-all"}})
+    bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]})
+    wait_present(marker_num, count=3)
+    os.kill(bob.pid, signal.SIGTERM)
+    assert bob.wait(10) == 0
+    saved = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
+    (result,) = [m for m in saved["messages"] if m["role"] == "tool"]
+    assert result["content"] == "[stopped: Bob was shutting down (its input ended, or a signal)]"
+    assert wait_gone(marker_num) == []

@@ -23,6 +23,7 @@ from bob_acp.acp.channel import ClientCapabilities, ClientChannel
 from bob_acp.acp.opener import Opener
 from bob_acp.acp.params import cwd_param, mcp_servers, more_roots
 from bob_acp.acp.table import SessionTable
+from bob_acp.cancel import SHUTDOWN
 from bob_acp.jsonrpc.endpoint import Reply, Route
 from bob_acp.jsonrpc.errors import AUTH_REQUIRED, RpcError
 from bob_acp.jsontext import mapping
@@ -246,7 +247,7 @@ class AgentServer:
         self.closing.set()
         held = self.table.all()
         for session in held:
-            session.cancel_all()
+            session.cancel_all(SHUTDOWN)  # (what runs now is recorded as stopped by the shutdown)
             if session.conv.checkpoints is not None:
                 session.conv.checkpoints.close()
         tools_module, mcp = loaded("bob_acp.tools"), loaded("bob_acp.mcp")

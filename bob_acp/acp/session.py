@@ -34,12 +34,12 @@ class Turn:
         self.answered = False
         self.ticket = ticket
 
-    def cancel_now(self) -> bool:
+    def cancel_now(self, reason: str | None = None) -> bool:
         """Cancel unless the answer is already written; False when it was too late."""
         with self.lock:
             if self.answered:
                 return False
-            self.cancel.set()
+            self.cancel.set(reason)
             return True
 
 
@@ -103,9 +103,9 @@ class Session:
     def busy(self) -> bool:
         return bool(self.turns) or self.loading
 
-    def cancel_all(self) -> None:
+    def cancel_all(self, reason: str | None = None) -> None:
         for turn in list(self.turns):
-            turn.cancel_now()
+            turn.cancel_now(reason)
 
     def end(self) -> None:
         """The session is forgotten: its turns are cancelled, its sandbox ends (its folder goes), what its

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 import orjson
 
 from bob_acp import compress, history, sandbox, system_prompt, threads
-from bob_acp.cancel import Cancel
+from bob_acp.cancel import SHUTDOWN, Cancel
 from bob_acp.checkpoints import READ_ONLY_TOOLS, CheckpointError
 from bob_acp.checkpoints.session import Window
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
@@ -387,7 +387,7 @@ class Engine:
                 if window is not None:
                     self._close_window(conv, window, sink)
         except Cancelled:
-            self._finish(conv, call, sink, failed(CANCELLED_RESULT))
+            self._finish(conv, call, sink, failed(_cancelled(cancel)))
             raise
         except BobError as exc:  # (a thread or process the machine would not give: in words)
             result = failed(f"error: {call.name} could not run: {exc}")
@@ -449,7 +449,7 @@ class Engine:
             return True
         choice = sink.permission(call, cancel)
         if cancel.is_set():
-            self._finish(conv, call, sink, failed(CANCELLED_RESULT))
+            self._finish(conv, call, sink, failed(_cancelled(cancel)))
             raise Cancelled()
         if choice == "allow_always" and call.grant is not None:
             conv.allow_always.add(call.grant)
@@ -514,7 +514,7 @@ class Engine:
     def _settle(self, conv: Conversation, question: dict, cancel: Cancel) -> None:
         """Leave a valid history: every tool call answered; a question with no answer removed."""
         for call in history.unanswered_calls(conv.messages):
-            conv.messages.append(history.tool_result(call, CANCELLED_RESULT if cancel.is_set() else NOT_RUN, True))
+            conv.messages.append(history.tool_result(call, _cancelled(cancel) if cancel.is_set() else NOT_RUN, True))
         if conv.messages and conv.messages[-1] is question:
             conv.messages.pop()
 
@@ -576,3 +576,8 @@ def _quietly(work: Callable[[], T]) -> T | None:
 
         log.get("bob.engine").debug(f"no preview of the proposed change: {exc!r}")
         return None
+
+
+def _cancelled(cancel: Cancel) -> str:
+    """A call's result when its turn was cancelled: by the user, or by Bob's own shutdown."""
+    return history.SHUT_DOWN_RESULT if cancel.reason == SHUTDOWN else CANCELLED_RESULT

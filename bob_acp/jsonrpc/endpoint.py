@@ -148,6 +148,9 @@ def _settle(sent: Future, result: object = None, error: object = None) -> None:
 
 
 class Endpoint:
+    def _limit(self) -> str:
+        return self._limit_words() if self._limit_words is not None else THREAD_LIMIT
+
     def __init__(
         self,
         writer: Writer,
@@ -160,8 +163,10 @@ class Endpoint:
         in_order: frozenset[str] = frozenset(),
         cancel_method: str | None = None,
         on_read: Callable[[], None] | None = None,
+        limit_words: Callable[[], str] | None = None,
     ):
         self._writer = writer
+        self._limit_words = limit_words  # which of the machine's limits a refused thread met, in words
         self._routes = routes
         self._notifications = notifications
         self._log = log
@@ -304,7 +309,7 @@ class Endpoint:
         """No thread to route with (the machine's limit): every request is still answered, on
         the calling thread, with an error that names the limit; until the input ends."""
         self._log.error(f"cannot start the dispatcher ({why}): every request is answered with an error")
-        error = RpcError.internal_error(f"this agent cannot start its threads: {THREAD_LIMIT}")
+        error = RpcError.internal_error(f"this agent cannot start its threads: {self._limit()}")
         for frame in read_frames(stream, self._max_frame):
             if self._closed.is_set():
                 break
@@ -615,7 +620,7 @@ class Endpoint:
             if route.abandon is not None and len(args) > 1:
                 route.abandon(args[1])
             self._log.warning(f"{method} refused: cannot start a thread ({exc})")
-            self._respond_error(msg_id, RpcError.internal_error(f"cannot start a thread for {method}: {THREAD_LIMIT}"))
+            self._respond_error(msg_id, RpcError.internal_error(f"cannot start a thread for {method}: {self._limit()}"))
 
     def _forget_running(self, key: object) -> None:
         if key is not None:
