@@ -147,3 +147,36 @@ def test_an_empty_prompt_is_invalid_params_and_never_reaches_the_model(spawn_bob
     assert server.requests == []
     saved = json.loads((workdir / ".bob" / "sessions" / f"{sid}.json").read_text())
     assert [m["role"] for m in saved["messages"]] == ["system"]
+
+
+def test_bobs_tools_never_write_through_a_hard_link_even_through_the_editor(spawn_bob, tmp_path, workdir, server):
+    """A package manager's store links the same file into many projects (pnpm, uv): an edit of one
+    project's name must not change the store's copy, nor every other project's."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "lib.js").write_text("module.exports = 1\n")
+    (store / "other.js").write_text("old\n")
+    os.link(store / "lib.js", workdir / "lib.js")
+    os.link(store / "other.js", workdir / "other.js")
+    server.enqueue(server.openai_tool_call("edit_file", {"path": "lib.js", "old_string": "1", "new_string": "2"},
+                                           call_id="e1"),
+                   server.openai_tool_call("write_file", {"path": "other.js", "content": "new\n"}, call_id="w1"),
+                   server.openai_text("done"))
+    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1", "retries": 0}, "tools": {"clientFs": True},
+                     "permissions": {"mode": "allow-all"}}, env={"OPENAI_API_KEY": "sk-hard-link-test"})
+    bob.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+    sid = bob.new_session()
+    asked = []
+
+    def editor(request):  # an editor that writes in place, as most do
+        asked.append(request["method"])
+        if request["method"] == "fs/read_text_file":
+            return {"content": open(request["params"]["path"]).read()}
+        with open(request["params"]["path"], "w") as handle:
+            handle.write(request["params"]["content"])
+        return {}
+
+    bob.prompt(sid, "edit both", editor=editor)
+    assert (workdir / "lib.js").read_text() == "module.exports = 2\n" and (workdir / "other.js").read_text() == "new\n"
+    assert (store / "lib.js").read_text() == "module.exports = 1\n" and (store / "other.js").read_text() == "old\n"
+    assert "fs/write_text_file" not in asked

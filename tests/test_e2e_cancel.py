@@ -204,12 +204,12 @@ def test_a_cancel_read_before_the_answer_always_makes_it_cancelled(scripted, wor
 # ---- $/cancel_request (acp.cancelRequest, in the full profile) --------------------------------------
 
 def test_cancel_request_cancels_a_prompt_and_bob_withdraws_its_own_questions(scripted):
-    turns = [{"match": "wait", "replies": [{"wait": 30, "text": "never"}]},
+    turns = [{"match": "wait", "replies": [{"chunks": ["started", " never"], "delay": 30}]},
              {"match": "ask", "replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]},
                                           {"text": "after"}]}]
     bob, sid = scripted(turns, config={"acp": {"cancelRequest": True}})
     msg_id = bob.request_async("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "wait"}]})
-    time.sleep(0.2)
+    read_until(bob, is_update("agent_message_chunk"))  # (the prompt runs: the cancel must stop it, not precede it)
     started = time.monotonic()
     bob.notify("$/cancel_request", {"requestId": msg_id})
     response, _ = bob.wait_response(msg_id, timeout=15)

@@ -137,9 +137,14 @@ def test_sigkill_while_saving_never_leaves_a_torn_file(tmp_path):
     sid = sessions.new_id()
     store = sessions.SessionStore(str(tmp_path), "s")
     rng = random.Random(7)
+    path = store.path_for(sid)
     for _round in range(8):
+        before = os.stat(path).st_mtime_ns if os.path.exists(path) else None
         proc = subprocess.Popen([sys.executable, "-c", SAVER, str(tmp_path), sid])
-        time.sleep(0.15 + rng.random() * 0.3)
+        deadline = time.monotonic() + 60  # (a busy machine starts Python slowly: its first save is waited for)
+        while (not os.path.exists(path) or os.stat(path).st_mtime_ns == before) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(rng.random() * 0.3)  # (then killed at some point of its saves)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         loaded = store.load(sid)  # parses: the old version or the new one, never a torn one

@@ -75,6 +75,10 @@ def current(root: str, path: str, max_bytes: int) -> State | None | str:
             return {"type": "file", "mode": stat.S_IMODE(info.st_mode), "blob": blob_id(place.read(max_bytes))}
     except OutsideRoot:
         return BLOCKED
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # (gone while it was looked at)
+    except (OSError, ValueError):
+        return OTHER  # (a link or something else put in its place meanwhile, or grown past the bound)
 
 
 def same(a: State | None | str, b: State | None) -> bool:

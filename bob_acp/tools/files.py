@@ -334,7 +334,7 @@ def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> 
     """Write through the editor when it offers that: its previous text ("" when it did not say),
     a failed result when it refused, None when Bob writes the disk itself."""
     client = ctx.client
-    if client is None or not client.can_write:
+    if client is None or not client.can_write or _hard_linked(path):
         return None
     previous = _editor_text(ctx, path, cancel) or ""
     try:
@@ -351,6 +351,16 @@ def _write_confined(ctx: ToolContext, path: str, data: bytes, cancel: Cancel) ->
     if root is None:
         raise OutsideRoot(13, f"{path} is not inside the project")
     write_beneath(root, os.path.relpath(path, root), data, may_commit=lambda: not cancel.is_set(), refuse=protected)
+
+
+def _hard_linked(path: str) -> bool:
+    """Whether the file has other names (a package manager's store links its files into projects):
+    an editor may write it in place, and change every copy; Bob's own write renames a new file
+    over this name alone."""
+    try:
+        return os.stat(path).st_nlink > 1
+    except OSError:
+        return False
 
 
 def protected(relative: str) -> bool:
@@ -459,7 +469,7 @@ class EditFileTool(_FileTool):
         old, new, count = planned
         if ctx.confine:  # unasked because it stays in the project: it does, whatever links do meanwhile
             _write_confined(ctx, path, _bytes(new), cancel)
-        elif ctx.client is not None and ctx.client.can_write:
+        elif ctx.client is not None and ctx.client.can_write and not _hard_linked(path):
             try:
                 ctx.client.write(path, new, cancel)
             except ClientError as exc:
