@@ -48,8 +48,10 @@ ST_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, M
             (getattr(os, "ST_NOATIME", 1024), MS_NOATIME), (getattr(os, "ST_NODIRATIME", 2048), MS_NODIRATIME),
             (getattr(os, "ST_RELATIME", 4096), MS_RELATIME))
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 4, 24, 28
-PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
+PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 2, 4
+CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 1, 2
 SECUREBITS_LOCKED_DOWN = 0xFF  # noroot, no setuid fixup, keep caps (locked), no ambient raise, each locked
+SECUREBITS_KEEPING = 0x3F  # the same, but ambient raising (for the capabilities root keeps: kept_capabilities)
 CAPABILITY_V3 = 0x20080522
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 RESERVED_PIDS = 300  # pids the kernel skips after it wraps round (pid_max bounds the namespace's processes)
@@ -111,6 +113,40 @@ def write_maps(uid, gid):
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
+
+
+def map_every_id_from_outside():
+    """Root (with its capabilities outside) maps every id to itself, so that a project another
+    user owns (a container's or CI's checkout) stays within reach of the capabilities root keeps
+    inside (kept_capabilities). Only a process in the parent namespace may write such a map: a
+    helper forked before the unshare writes it once told to. Returns a function to call right
+    after the unshare: True when the map was written (False: map one id, as any user)."""
+    ready_r, ready_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        os.close(ready_w)
+        code = 1
+        try:
+            if os.read(ready_r, 1):
+                parent = os.getppid()
+                for name in ("uid_map", "gid_map"):
+                    with open(f"/proc/{parent}/{name}", "w") as handle:
+                        handle.write("0 0 4294967295")
+                code = 0
+        except OSError:
+            pass
+        os._exit(code)
+    os.close(ready_r)
+
+    def after_unshare(unshared):
+        try:
+            if unshared:
+                os.write(ready_w, b"1")
+        finally:
+            os.close(ready_w)
+        return os.waitstatus_to_exitcode(os.waitpid(helper, 0)[1]) == 0 and unshared
+
+    return after_unshare
 
 
 def mount(source, target, kind, flags, data=None):
@@ -301,19 +337,42 @@ def private_dirs(uid):
     return made
 
 
+def kept_capabilities():
+    """What a command keeps: nothing, but for root in a namespace mapping every id (write_maps),
+    which keeps the two capabilities that give it the access to files it has outside (read,
+    write and search whoever owns them). Writes stay confined by Landlock; no capability that
+    changes owners, modes, mounts or other processes is kept."""
+    if os.geteuid() != 0:
+        return ()
+    try:
+        with open("/proc/self/uid_map") as handle:
+            full = handle.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return ()
+    return (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) if full else ()
+
+
 def drop_capabilities():
-    """No capability left, none to be had again by exec (the user namespace gave them all)."""
-    libc.prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_DOWN, 0, 0, 0)  # (fails without CAP_SETPCAP: none to drop)
+    """No capability left (but kept_capabilities()), none to be had again by exec (the user
+    namespace gave them all)."""
+    keep = kept_capabilities()
+    # (noroot and the rest, locked; ambient raising left open only where a capability is kept)
+    libc.prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_DOWN if not keep else SECUREBITS_KEEPING, 0, 0, 0)
     cap = 0
-    while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 or ctypes.get_errno() == errno.EPERM:
+    while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0 or ctypes.get_errno() in (errno.EPERM, 0):
         cap += 1
+        while cap in keep:
+            cap += 1
         if cap > 63:
             break
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    mask = sum(1 << c for c in keep)
     header = struct.pack("Ii", CAPABILITY_V3, 0)
-    data = bytes(24)
+    data = struct.pack("IIIIII", mask, mask, mask, 0, 0, 0)  # (effective, permitted, inheritable) x 2 words
     if libc.capset(ctypes.c_char_p(header), ctypes.c_char_p(data)) != 0:
         raise _failed("capset")
+    for capability in keep:  # (kept across exec: root's own caps are not, under noroot)
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, capability, 0, 0)
 
 
 def set_limits(processes, memory):
@@ -379,7 +438,13 @@ def make_namespaces(network):
     """Enter new namespaces (user, mount, PID for the next child, IPC; network unless allowed)."""
     uid, gid = os.geteuid(), os.getegid()
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
-    _call(libc.unshare(flags), "unshare")
+    after_unshare = map_every_id_from_outside() if uid == 0 and gid == 0 else None
+    unshared = libc.unshare(flags) == 0
+    number = ctypes.get_errno()
+    if after_unshare is not None and after_unshare(unshared):
+        return uid
+    if not unshared:
+        raise OSError(number, f"unshare: {os.strerror(number)}")
     write_maps(uid, gid)
     return uid
 

@@ -564,3 +564,24 @@ def test_bobs_secrets_and_the_users_credentials_are_invisible_to_sandboxed_comma
     assert "A-SKILL-ANYONE-MAY-READ" in out  # (skills stay: read_skill hands their scripts to bash)
     listed = out.split("LISTED:")[1]
     assert "id_ed25519" not in listed and "store-object" not in listed, listed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's own case: a project another user owns")
+@pytest.mark.parametrize("mode", [0o700, 0o755])
+def test_root_keeps_its_access_to_a_project_another_user_owns(scripted, workdir, mode):
+    """The usual container or CI checkout: root runs Bob in a folder of uid 1000. Its sandboxed
+    commands reach the project as root does outside (they failed: a raw chdir error for 0700,
+    "Permission denied" for 0755), and still write nowhere else."""
+    needs_namespaces()
+    (workdir / "notes.txt").write_text("hello\n")
+    for path in (workdir, workdir / "notes.txt"):
+        os.chown(path, 1000, 1000)
+    os.chmod(workdir, mode)
+    turns = [{"replies": [bash("cat notes.txt && echo more >> notes.txt && echo made > new.txt && "
+                               "(echo x > /etc/bob-root-test || echo refused outside)"), {"text": "done"}]}]
+    bob, sid = scripted(turns, config=SANDBOXED)
+    _, frames = bob.prompt(sid, "go")
+    out = outputs(frames)[0]
+    assert "hello" in out and "refused outside" in out and "[exit code: 0]" in out, out
+    assert (workdir / "notes.txt").read_text() == "hello\nmore\n" and (workdir / "new.txt").exists()
+    assert not os.path.exists("/etc/bob-root-test")
