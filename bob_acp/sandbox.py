@@ -47,6 +47,7 @@ NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Couldn't c
                  "getaddrinfo", "Failed to establish a new connection", "nodename nor servname",
                  "Could not resolve", "No route to host", "unable to access", "Connection refused", "ECONNREFUSED")
 PROTECTED_NAMES = (".git", ".bob", "AGENTS.md")
+PLANTED_NAMES = (".git", ".gitmodules", "AGENTS.md")  # what a command must not create at a root (.bob: Bob makes it)
 
 
 class Machine:
@@ -260,6 +261,8 @@ class Sandbox:
         self._host_watch: int = -1  # a pidfd of the init (readable once it has ended)
         self._failed: str | None = None
         self._ended = False
+        self.last_look: frozenset[str] | None = None  # the planted names after the last command (planted())
+        self.jobs_after = False  # whether jobs of the sandbox still ran after the last command
         self._hide = _secrets(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
 
     # ---- what it is ---------------------------------------------------------------------------
@@ -359,13 +362,78 @@ class Sandbox:
                            for r in roots)]
 
     def snapshot(self) -> frozenset[str]:
-        """The protected names that exist (a command can create one that was missing)."""
-        return frozenset(os.path.join(root, name) for root in self.roots for name in PROTECTED_NAMES
-                         if os.path.lexists(os.path.join(root, name)))
+        """The names that run code or instruct Bob later and exist now (a command can create one
+        that was missing): each root's .git, .gitmodules and AGENTS.md, and the file a linked
+        AGENTS.md names."""
+        found = set()
+        for root in self.roots:
+            for name in PLANTED_NAMES:
+                path = os.path.join(root, name)
+                if os.path.lexists(path):
+                    found.add(path)
+            agents = os.path.join(root, "AGENTS.md")
+            if os.path.islink(agents):
+                target = os.path.realpath(agents)
+                if self._inside(target) and os.path.lexists(target):
+                    found.add(target)
+        return frozenset(found)
 
     def planted(self, before: frozenset[str]) -> list[str]:
-        """The protected names that appeared since `before`."""
-        return sorted(self.snapshot() - before)
+        """What a command (or, `before` being the look after the previous one, a background job of
+        an earlier one) created of those names: taken out of the project into .bob/planted, so
+        that nothing runs it, and said (one line each)."""
+        said = [self._take_out(path) for path in sorted(self.snapshot() - before)]
+        self.last_look = self.snapshot()
+        self.jobs_after = self.jobs_running()
+        return said
+
+    def planted_since(self) -> list[str]:
+        """At a command's start: what a job an earlier command left running created since that
+        command ended (taken out, said); what appeared while nothing of the sandbox ran is the
+        user's, and stays."""
+        if self.last_look is None:
+            return []
+        if not self.jobs_after:
+            self.last_look = self.snapshot()
+            return []
+        return self.planted(self.last_look)
+
+    def jobs_running(self) -> bool:
+        """Whether anything of the sandbox's own still runs (a background job of a command)."""
+        if self._host_pid is None:
+            return False
+        try:
+            namespace = os.stat(f"/proc/{self._host_pid}/ns/pid").st_ino
+            names = os.listdir("/proc")
+        except OSError:
+            return False
+        count = 0
+        for name in names:
+            if name.isdigit():
+                try:
+                    if os.stat(f"/proc/{name}/ns/pid").st_ino == namespace:
+                        count += 1
+                except OSError:
+                    continue
+                if count > 1:  # (its init is always there)
+                    return True
+        return False
+
+    def _take_out(self, path: str) -> str:
+        from bob_acp import bobdir
+        from bob_acp.timestamps import utc_now
+
+        root = next((r for r in self.roots if path == r or path.startswith(r.rstrip("/") + "/")), self.cwd)
+        relative = os.path.relpath(path, root)
+        kept = os.path.join(root, bobdir.NAME, "planted", utc_now().replace(":", ""), relative)
+        try:
+            os.makedirs(os.path.dirname(kept), mode=0o700, exist_ok=True)
+            os.rename(path, kept)
+        except OSError as exc:
+            self._say(f"{path} was created by a sandboxed command and could not be taken out: {exc.strerror or exc}")
+            return f"{relative} (could not be taken out: {exc.strerror or exc}; check it)"
+        self._say(f"{path} was created by a sandboxed command: taken out to {kept}")
+        return f"{relative} (taken out to {os.path.relpath(kept, root)})"
 
     def _inside(self, path: str) -> bool:
         real = os.path.realpath(path)
@@ -482,9 +550,12 @@ class Sandbox:
 
         from bob_acp import children
 
+        late = self.jobs_running() and self.last_look is not None  # (its jobs may plant until they end)
         with self._lock:
             self._ended = True
             self._close_host()
+        if late and self.last_look is not None:  # its processes are gone now: the last look, final
+            self.planted(self.last_look)
         shutil.rmtree(self.folder, ignore_errors=True)
         children.removed(self.folder)
 

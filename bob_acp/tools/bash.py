@@ -163,14 +163,13 @@ class BashTool(Tool):
                 except OSError as exc:
                     return ToolResult(f"error: the sandbox cannot run the command: {exc.strerror or exc}", failed=True)
                 env = sandbox.environment(env)
+        earlier = sandbox.planted_since() if sandbox is not None else []  # (a background job of an earlier command)
         before = sandbox.snapshot() if sandbox is not None else frozenset()
         try:
             result = self._run(argv, env, float(timeout), ctx, cancel)
         finally:
             planted = sandbox.planted(before) if sandbox is not None else []
-            if planted:
-                log.warning("[acp] sandbox: a sandboxed command created {paths}", paths=", ".join(planted))
-        return _confined(result, sandbox, planted)
+        return _confined(result, sandbox, planted, earlier)
 
     def _run(self, argv: list[str], env: dict | None, timeout: float, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         limit = ctx.config.tools.bash.outputLimit
@@ -207,7 +206,7 @@ class BashTool(Tool):
                 children.end_orphans(label)
 
 
-def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str]) -> ToolResult:
+def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str], earlier: list[str]) -> ToolResult:
     """A result of a command the sandbox ran, said so: what to do when it denied it, that the
     network is off when it looks like the network failed, and what it created that Bob protects."""
     if sandbox is None:
@@ -219,8 +218,11 @@ def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str]) -
         result.output += SANDBOX_NOTE
     if planted:
         result.output += (f"\n[⚠️ this command created {', '.join(planted)}: such files run code or instruct Bob later "
-                          "(git hooks and config, Bob's skills, AGENTS.md). The sandbox keeps them read-only once "
-                          "they exist, but could not stop their creation: the user should check them]")
+                          "(git hooks and config, Bob's skills, AGENTS.md), so Bob took them out of the project; "
+                          "the user can look at them there and put them back]")
+    if earlier:
+        result.output += (f"\n[⚠️ since the previous command, a job it left running created {', '.join(earlier)}: "
+                          "taken out of the project the same way]")
     return result
 
 
