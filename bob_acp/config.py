@@ -255,33 +255,21 @@ class ConfigUnreadable(ConfigError):
 def read_text(path: str) -> str:
     """The config file's text: a regular file only (a FIFO or a device is never waited on: the
     open does not block), at most MAX_CONFIG_BYTES."""
-    import stat
+    from bob_acp.atomic import NotRegular, open_regular, read_up_to
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open_regular(path) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > MAX_CONFIG_BYTES:
+                raise ConfigUnreadable(f"config file {path}: {size} bytes, more than a config file may have "
+                                       f"({MAX_CONFIG_BYTES // 1024} KiB): not read")
+            data = read_up_to(handle, MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {path}: not found") from None
+    except NotRegular as exc:
+        raise ConfigUnreadable(f"config file {path}: not a regular file ({exc}): not read") from None
     except OSError as exc:
         raise ConfigUnreadable(f"config file {path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            from bob_acp.atomic import file_kind
-
-            raise ConfigUnreadable(f"config file {path}: {file_kind(info.st_mode)}, not a regular file: not read")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise ConfigUnreadable(f"config file {path}: {info.st_size} bytes, more than a config file may have "
-                                   f"({MAX_CONFIG_BYTES // 1024} KiB): not read")
-        data = b""
-        while len(data) <= MAX_CONFIG_BYTES:
-            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as exc:
-        raise ConfigUnreadable(f"config file {path}: cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigUnreadable(f"config file {path}: more than {MAX_CONFIG_BYTES // 1024} KiB: not read")
     try:

@@ -203,7 +203,8 @@ def test_without_checkpoints_undo_is_a_prompt_as_in_the_default_profile(spawn_bo
     assert not (workdir / ".bob" / "checkpoints").exists()
 
 
-def test_without_git_the_session_says_so_once_and_offers_no_undo(spawn_bob, server, workdir, tmp_path):
+def bob_without_git(spawn_bob, server, tmp_path):
+    """A Bob with checkpoints on whose PATH has no git (a shell and Python only), initialized."""
     bin_dir = tmp_path / "bin-without-git"
     bin_dir.mkdir()
     for tool in ("sh", "bash", "env", "python3"):
@@ -213,6 +214,11 @@ def test_without_git_the_session_says_so_once_and_offers_no_undo(spawn_bob, serv
     bob = spawn_bob({"model": {"baseUrl": server.url + "/v1"}, **CHECKPOINTS},
                     env={"OPENAI_API_KEY": KEY, "PATH": str(bin_dir)})
     bob.initialize()
+    return bob
+
+
+def test_without_git_the_session_says_so_once_and_offers_no_undo(spawn_bob, server, workdir, tmp_path):
+    bob = bob_without_git(spawn_bob, server, tmp_path)
     bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
     while not updates(bob.frames, "agent_message_chunk"):
         bob.read_frame()

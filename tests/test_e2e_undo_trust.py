@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 from bob_client import Bob, allow, message_text, updates
-from test_e2e_undo import CHECKPOINTS, KEY, opened, start, users_sent
+from test_e2e_undo import CHECKPOINTS, KEY, bob_without_git, opened, start, users_sent
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="checkpoints need git")
 
@@ -135,14 +135,20 @@ def test_undo_never_acts_through_a_folder_swapped_for_a_link(spawn_bob, server, 
     assert "Left as they are" in said and "sub/new.txt" in said
 
 
-def test_an_editor_buffer_with_other_text_is_left_and_open_buffers_follow(tmp_path, bob_env, workdir, server):
+def a_turn_writing_two_files_through_the_editor(tmp_path, workdir, server, more=None):
+    """a.txt and b.txt, a config with the editor's files, and a turn that writes both."""
     (workdir / "a.txt").write_text("a before\n")
     (workdir / "b.txt").write_text("b before\n")
     (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
-                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True}}))
+                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True},
+                                                      **(more or {})}))
     server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "a by bob\n"}, call_id="w1"),
                    server.openai_tool_call("write_file", {"path": "b.txt", "content": "b by bob\n"}, call_id="w2"),
                    server.openai_text("done"))
+
+
+def test_an_editor_buffer_with_other_text_is_left_and_open_buffers_follow(tmp_path, bob_env, workdir, server):
+    a_turn_writing_two_files_through_the_editor(tmp_path, workdir, server)
     buffers: dict[str, str] = {}
     written = []
 
@@ -172,13 +178,7 @@ def test_an_editor_buffer_with_other_text_is_left_and_open_buffers_follow(tmp_pa
 
 
 def test_a_failed_undo_is_retryable_and_keeps_the_conversation(tmp_path, bob_env, workdir, server):
-    (workdir / "a.txt").write_text("a before\n")
-    (workdir / "b.txt").write_text("b before\n")
-    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
-                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True}}))
-    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "a by bob\n"}, call_id="w1"),
-                   server.openai_tool_call("write_file", {"path": "b.txt", "content": "b by bob\n"}, call_id="w2"),
-                   server.openai_text("done"))
+    a_turn_writing_two_files_through_the_editor(tmp_path, workdir, server)
     refuse: set[str] = set()
 
     def editor(request):
@@ -211,14 +211,7 @@ def test_a_failed_undo_is_retryable_and_keeps_the_conversation(tmp_path, bob_env
 
 
 def test_a_bob_killed_during_undo_says_so_at_load_and_the_next_undo_finishes(tmp_path, bob_env, workdir, server):
-    (workdir / "a.txt").write_text("a before\n")
-    (workdir / "b.txt").write_text("b before\n")
-    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
-                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True},
-                                                      "acp": {"sessionHistory": True}}))
-    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "a by bob\n"}, call_id="w1"),
-                   server.openai_tool_call("write_file", {"path": "b.txt", "content": "b by bob\n"}, call_id="w2"),
-                   server.openai_text("done"))
+    a_turn_writing_two_files_through_the_editor(tmp_path, workdir, server, {"acp": {"sessionHistory": True}})
 
     def editor(request):
         path = request["params"]["path"]
@@ -294,15 +287,7 @@ def test_the_store_is_private_packed_and_bounded(spawn_bob, server, workdir):
 
 
 def test_without_git_undo_is_answered_by_bob_not_sent_to_the_model(spawn_bob, server, workdir, tmp_path):
-    bin_dir = tmp_path / "bin-without-git"
-    bin_dir.mkdir()
-    for tool in ("sh", "bash", "env", "python3"):
-        found = shutil.which(tool)
-        if found:
-            (bin_dir / tool).symlink_to(found)
-    bob = spawn_bob({"model": {"baseUrl": server.url + "/v1"}, **CHECKPOINTS},
-                    env={"OPENAI_API_KEY": KEY, "PATH": str(bin_dir)})
-    bob.initialize()
+    bob = bob_without_git(spawn_bob, server, tmp_path)
     sid = bob.new_session()
     for command in ("/undo", "/redo"):
         said = message_text(bob.prompt(sid, command)[1])

@@ -499,18 +499,18 @@ class Checkpoints:
 
     def _drop_loose(self, shadow: Shadow) -> None:
         """What a pack left loose because nothing holds it, gone now (the store's bound)."""
-        try:
-            shadow.drop_loose()
-        except (OSError, CheckpointError) as exc:
-            if self.log is not None:
-                self.log.info(f"[acp] checkpoints: the store of {shadow.root} not pruned: {exc}")
+        self._upkeep(shadow.drop_loose, shadow, "pruned")
 
     def _pack(self, shadow: Shadow) -> None:
+        self._upkeep(shadow.pack, shadow, "packed")
+
+    def _upkeep(self, step: Callable[[], None], shadow: Shadow, done: str) -> None:
+        """A step of the store's upkeep: one that fails is logged, and tried again later."""
         try:
-            shadow.pack()
+            step()
         except (OSError, CheckpointError) as exc:
             if self.log is not None:
-                self.log.info(f"[acp] checkpoints: the store of {shadow.root} not packed: {exc}")
+                self.log.info(f"[acp] checkpoints: the store of {shadow.root} not {done}: {exc}")
 
     def _drop(self, records: list[Record]) -> None:
         for record in records:
