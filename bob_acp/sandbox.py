@@ -262,6 +262,7 @@ class Sandbox:
         self._failed: str | None = None
         self._ended = False
         self.last_look: frozenset[str] | None = None  # the planted names after the last command (planted())
+        self._nested: list[str] | None = None  # the .git of each repository inside a root (submodules too)
         self.jobs_after = False  # whether jobs of the sandbox still ran after the last command
         self._hide = _secrets(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
 
@@ -337,6 +338,13 @@ class Sandbox:
         for root in self.roots:
             found += [os.path.join(root, name) for name in PROTECTED_NAMES]
             gitdir = _gitdir(os.path.join(root, ".git"))
+            if gitdir:
+                found.append(gitdir)
+        if self._nested is None:  # (looked for once a session: a walk of the project)
+            self._nested = [path for root in self.roots for path in nested_repositories(root)]
+        for dot_git in self._nested:
+            found.append(dot_git)
+            gitdir = _gitdir(dot_git)
             if gitdir:
                 found.append(gitdir)
         mine = [os.path.dirname(os.path.abspath(__file__)), sys.prefix]
@@ -562,6 +570,32 @@ class Sandbox:
     def _say(self, line: str) -> None:
         if self.log is not None:
             self.log.warning(f"[acp] sandbox: {line}")
+
+
+NESTED_WALK = 20000  # folders a look for repositories inside a root reads at most
+SKIPPED_FOLDERS = frozenset({".git", ".bob", "node_modules", ".venv", "venv", "__pycache__", ".tox", "target"})
+
+
+def nested_repositories(root: str) -> list[str]:
+    """The `.git` (folder, or file naming a git directory) of each repository inside `root`,
+    submodules included, without following links; the heaviest folders that hold none are
+    skipped, and at most NESTED_WALK folders are read."""
+    found: list[str] = []
+    pending = [root]
+    read = 0
+    while pending and read < NESTED_WALK:
+        folder = pending.pop()
+        read += 1
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    if entry.name == ".git" and folder != root:
+                        found.append(entry.path)
+                    elif entry.name not in SKIPPED_FOLDERS and entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        except OSError:
+            continue
+    return found
 
 
 def _config_folder() -> str:

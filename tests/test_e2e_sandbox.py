@@ -619,3 +619,19 @@ def test_root_keeps_its_access_to_a_project_another_user_owns(scripted, workdir,
     assert "hello" in out and "refused outside" in out and "[exit code: 0]" in out, out
     assert (workdir / "notes.txt").read_text() == "hello\nmore\n" and (workdir / "new.txt").exists()
     assert not os.path.exists("/etc/bob-root-test")
+
+
+def test_a_repository_inside_the_project_is_read_only_like_the_roots(scripted, workdir):
+    """A vendored repository or a submodule: its .git takes a planted fsmonitor or hook as well
+    as the root's would (the user's `git status` in it, or a top-level one, would run it)."""
+    needs_namespaces()
+    (workdir / "vendor" / "lib").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=workdir / "vendor" / "lib", check=True)
+    config = (workdir / "vendor" / "lib" / ".git" / "config").read_text()
+    turns = [{"replies": [bash("cd vendor/lib && git config core.fsmonitor 'touch PWNED'; "
+                               "echo '#!/bin/sh' > .git/hooks/pre-commit; echo tried"), {"text": "done"}]}]
+    bob, sid = scripted(turns, config=SANDBOXED)
+    _, frames = bob.prompt(sid, "go")
+    assert "tried" in outputs(frames)[0]
+    assert (workdir / "vendor" / "lib" / ".git" / "config").read_text() == config
+    assert not (workdir / "vendor" / "lib" / ".git" / "hooks" / "pre-commit").exists()
