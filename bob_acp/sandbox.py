@@ -174,7 +174,7 @@ class Coverage:
         # which the kernel does not apply to root)
         bounded = ns and (found.pid_max or os.geteuid() != 0)
         self.limits = [f"at most {processes} processes" if bounded else "no limit on the number of processes here",
-                       f"{memory // MiB} MiB of memory per process, no core dumps"]
+                       f"{memory // MiB} MiB of memory per process and for /dev/shm, no core dumps"]
         self.held, self.missing = held, missing
         self.complete = self.confines and not missing
 
@@ -492,7 +492,7 @@ class Sandbox:
             except OSError:
                 pass
         command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "host", "--private-tmp", self.folder,
-                   "--processes", str(self.processes)]
+                   "--processes", str(self.processes), "--memory", str(self.memory)]
         for root in self.roots:
             command += ["--write", root]
         for path in self.protected():

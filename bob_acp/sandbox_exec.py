@@ -323,14 +323,17 @@ def private_tmp(private, visible):
         os.close(real)
 
 
-def private_dirs(uid):
+def private_dirs(uid, memory=0):
     """A tmpfs of its own on the machine's shared memory and on the user's runtime folder (where
-    the user's programs keep their sockets: D-Bus, Wayland, the GPG and SSH agents)."""
+    the user's programs keep their sockets: D-Bus, Wayland, the GPG and SSH agents), each at most
+    `memory` bytes (a tmpfs's pages are memory that no process's limit counts), else half the
+    machine's."""
     made = []
+    size = str(memory) if memory else "50%"
     for path, mode in ((f"/run/user/{uid}", "0700"), *((d, "1777") for d in PRIVATE_DIRS)):
         if os.path.isdir(path) and not os.path.islink(path):
             try:
-                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size=50%")
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={size}")
                 made.append(path)
             except OSError:
                 continue
@@ -489,7 +492,7 @@ def set_up_inside(options, uid):
             have["pid_max"] = True
         except OSError:
             pass
-    have["private_dirs"] = private_dirs(uid)
+    have["private_dirs"] = private_dirs(uid, options["memory"])
     have["missed"] = protect(options["protect"])
     have["unhidden"] = hide(options["hide"])
     have["covered"] = cover_sockets(options["sockets"])

@@ -635,3 +635,16 @@ def test_a_repository_inside_the_project_is_read_only_like_the_roots(scripted, w
     assert "tried" in outputs(frames)[0]
     assert (workdir / "vendor" / "lib" / ".git" / "config").read_text() == config
     assert not (workdir / "vendor" / "lib" / ".git" / "hooks" / "pre-commit").exists()
+
+
+def test_the_sandboxs_shared_memory_is_bounded_by_the_memory_limit(scripted, workdir):
+    """/dev/shm is a tmpfs of the sandbox's own: its pages are memory no process's limit counts,
+    so it is as large as tools.limits.memory at most (it was half the machine)."""
+    needs_namespaces()
+    turns = [{"replies": [bash("head -c 100M /dev/zero > /dev/shm/big; echo status=$?; stat -c %s /dev/shm/big"),
+                          {"text": "done"}]}]
+    bob, sid = scripted(turns, config={**SANDBOXED, "tools": {"sandbox": "workspace", "limits": {"memory": 64}}})
+    _, frames = bob.prompt(sid, "go")
+    out = outputs(frames)[0]
+    assert "status=1" in out and "No space left on device" in out, out
+    assert int(out.split("status=1")[1].split()[0]) <= 64 * 1024 * 1024
