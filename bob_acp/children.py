@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 from bob_acp import supervisor as wire
 
@@ -140,6 +141,7 @@ class Supervisor:
         self._children: dict[int, Child] = {}
         self._early: dict[int, int] = {}  # exits that came before their spawn's answer was taken
         self.alive = True
+        self.ended_by_bob = False  # Bob ended it (it was stopped): said already
         self._reader = threading.Thread(target=self._read, name="bob-supervisor", daemon=True)
         try:
             self._reader.start()
@@ -153,9 +155,13 @@ class Supervisor:
         waiting: list = [threading.Event(), None]
         self._answers[request_id] = waiting
         self.send({"op": "spawn", "id": request_id, "argv": argv, "env": env, "cwd": cwd}, fds)
-        if not waiting[0].wait(SPAWN_WAIT):
-            self._answers.pop(request_id, None)
-            raise OSError(0, "the supervisor did not answer")
+        deadline = time.monotonic() + SPAWN_WAIT
+        while not waiting[0].wait(EXIT_WAIT):  # (a look at the supervisor every EXIT_WAIT: no busy wait)
+            if self.stopped():  # (the program it just started stopped it before it answered)
+                self.kill_stopped()
+            elif time.monotonic() > deadline:
+                self._answers.pop(request_id, None)
+                raise OSError(0, "the supervisor did not answer")
         answer = waiting[1]
         if answer is None:
             raise OSError(0, "the supervisor ended")
@@ -229,7 +235,7 @@ class Supervisor:
         _known.discard(self.proc.pid)
         if _state["supervisor"] is self:
             _state["supervisor"] = None
-            if not _state.get("closing"):
+            if not _state.get("closing") and not self.ended_by_bob:
                 from bob_acp import log
 
                 log.get("bob").warning("[acp] Bob's supervisor of commands ended unexpectedly: every command it "
@@ -252,8 +258,16 @@ class Supervisor:
             return False
         return bool(fields) and fields[0] in (b"T", b"t")
 
-    def kill(self) -> None:
-        """End the supervisor now: its socket closes, and the reader ends what it held (_gone)."""
+    def kill_stopped(self) -> None:
+        """End a stopped supervisor now, said once: its socket closes, and the reader ends what it
+        held (_gone), which ends every wait on it."""
+        if self.ended_by_bob:
+            return
+        self.ended_by_bob = True
+        from bob_acp import log
+
+        log.get("bob").warning("[acp] Bob's supervisor of commands was stopped (by a command?): it is ended, with "
+                               "every process it held; the next command starts a new one")
         try:
             self.proc.kill()
         except OSError:
@@ -393,11 +407,7 @@ def settle(proc: Any) -> None:
         pass
     current = _state["supervisor"]
     if isinstance(proc, Child) and current is not None and current.stopped():
-        from bob_acp import log
-
-        log.get("bob").warning("[acp] Bob's supervisor of commands was stopped (by a command?): it is ended, with "
-                               "every process it held; the next command starts a new one")
-        current.kill()
+        current.kill_stopped()
     proc.wait()
 
 

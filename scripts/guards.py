@@ -1,0 +1,104 @@
+"""Does the suite notice when a guard is taken away? Each entry below breaks one guard of Bob's
+on purpose (one line of its source replaced), runs the tests that stand for it, and expects them
+to fail; the source is put back whatever happens. A guard whose tests still pass is reported:
+its tests do not test it.
+
+    python scripts/guards.py            # every guard
+    python scripts/guards.py restore    # those whose name holds "restore"
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Guard:
+    name: str
+    path: str  # the source file, relative to the repository
+    line: str  # the text that makes the guard (exactly once in the file)
+    broken: str  # what it becomes: the guard gone
+    tests: list[str]  # pytest node ids or -k expressions that must fail then
+
+
+GUARDS = [
+    Guard("restore: no link followed on the way",
+          "bob_acp/beneath.py",
+          "inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)\n"
+          "                except FileNotFoundError:",
+          "inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)\n"
+          "                except FileNotFoundError:",
+          ["tests/test_undo_restore.py", "tests/test_e2e_undo_trust.py::test_undo_never_acts_through_a_folder_swapped_for_a_link"]),
+    Guard("restore: what changed since is kept",
+          "bob_acp/checkpoints/restore.py",
+          "        if not same(now, expected):\n            outcome.kept.append(name)\n            continue",
+          "        if False:\n            outcome.kept.append(name)\n            continue",
+          ["tests/test_e2e_undo_trust.py::test_what_the_user_saves_while_the_model_answers_survives_undo"]),
+    Guard("sandbox: Bob's secrets hidden",
+          "bob_acp/sandbox.py",
+          "        found = list(self._hide)\n",
+          "        return []\n        found = list(self._hide)\n",
+          ["tests/test_e2e_sandbox.py::test_bobs_secrets_and_the_users_credentials_are_invisible_to_sandboxed_commands"]),
+    Guard("sandbox: late plants taken out",
+          "bob_acp/sandbox.py",
+          "        said = [self._take_out(path) for path in sorted(self.snapshot() - before)]",
+          "        said = []",
+          ["tests/test_e2e_sandbox.py::test_what_a_background_job_plants_after_its_command_ended_is_taken_out"]),
+    Guard("sandbox: repositories inside read-only",
+          "bob_acp/sandbox.py",
+          "            self._nested = [path for root in self.roots for path in nested_repositories(root)]",
+          "            self._nested = []",
+          ["tests/test_e2e_sandbox.py::test_a_repository_inside_the_project_is_read_only_like_the_roots"]),
+    Guard("notices only to clients that advertise them",
+          "bob_acp/acp/updates.py",
+          "    notices = channel.capabilities.notices\n",
+          "    notices = True\n",
+          ["tests/test_e2e_machine_faults.py::"
+           "test_a_failed_save_is_in_the_first_turn_however_soon_it_comes_and_saved_again_has_its_own_line"]),
+    Guard("config: only a regular file is read",
+          "bob_acp/atomic.py",
+          "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
+          "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
+          ["tests/test_e2e_machine_faults.py::"
+           "test_a_config_file_swapped_for_a_fifo_or_grown_huge_never_holds_a_prompt_or_a_session"]),
+]
+
+
+def check(guard: Guard) -> bool:
+    """Whether the guard's tests fail once it is taken away (True: they notice)."""
+    path = os.path.join(ROOT, guard.path)
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()
+    if source.count(guard.line) != 1:
+        print(f"?  {guard.name}: its line is not in {guard.path} exactly once (moved? update scripts/guards.py)")
+        return False
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(source.replace(guard.line, guard.broken))
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider",
+                              *guard.tests], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    finally:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(source)
+    noticed = run.returncode != 0
+    print(f"{'ok' if noticed else 'NOT NOTICED'}  {guard.name}")
+    return noticed
+
+
+def main(argv: list[str]) -> int:
+    wanted = [g for g in GUARDS if not argv or any(word in g.name for word in argv)]
+    missed = [g.name for g in wanted if not check(g)]
+    if missed:
+        print(f"{len(missed)} guard(s) whose tests do not notice their removal: {', '.join(missed)}")
+        return 1
+    print(f"all {len(wanted)} guard(s) noticed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
