@@ -379,8 +379,8 @@ class Engine:
             sink.tool_terminal(call)
 
         ctx.show_terminal = show_terminal
-        window = self._open_window(conv, call, sink, cancel)
         try:
+            window = self._open_window(conv, call, sink, cancel)  # (a cancel during its look ends the call too)
             try:
                 result = call.tool.run(call.arguments, ctx, cancel)
             finally:
