@@ -61,9 +61,9 @@ GUARDS = [
           ["tests/test_e2e_machine_faults.py::"
            "test_a_failed_save_is_in_the_first_turn_however_soon_it_comes_and_saved_again_has_its_own_line"]),
     Guard("config: only a regular file is read",
-          "bob_acp/atomic.py",
-          "    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, \"O_CLOEXEC\", 0))",
-          "    fd = os.open(path, os.O_RDONLY | getattr(os, \"O_CLOEXEC\", 0))",
+          "bob_acp/config.py",
+          "        with open_regular(path) as handle:",
+          "        with open(path, \"rb\") as handle:",
           ["tests/test_e2e_machine_faults.py::"
            "test_a_config_file_swapped_for_a_fifo_or_grown_huge_never_holds_a_prompt_or_a_session"]),
 ]
