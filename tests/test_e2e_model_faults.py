@@ -142,8 +142,9 @@ def test_a_cancel_during_an_http_mcp_call_without_headers_is_answered_at_once(mc
     assert response["result"] == {"stopReason": "cancelled"} and time.monotonic() - started < 5
 
 
-def test_a_tool_list_refresh_ends_at_a_cancel_and_within_mcp_timeout(mcp_bob):
-    server = stdio()
+def test_a_tool_list_refresh_ends_at_a_cancel_and_within_mcp_timeout(mcp_bob, tmp_path):
+    record = tmp_path / "mcp-record.jsonl"
+    server = stdio("test", "--record", str(record))
     server["env"] = [{"name": "MCP_TEST_ENDLESS_PAGES", "value": "1"}]
     turns = [{"match": "grow", "replies": [{"tool_calls": [{"name": "mcp__test__grow", "arguments": {}}]},
                                            {"text": "grown"}]},
@@ -153,7 +154,11 @@ def test_a_tool_list_refresh_ends_at_a_cancel_and_within_mcp_timeout(mcp_bob):
     while not any(f.get("method") == "session/update" and f["params"]["update"].get("status") == "completed"
                   for f in bob.frames):
         bob.read_frame()
-    time.sleep(0.3)  # the next model call now waits on the endless tools/list
+    deadline = time.monotonic() + 30  # the next model call now waits on the endless tools/list: seen asked
+    while not any('"tools/list"' in line and '"cursor": "page1' in line
+                  for line in (record.read_text().splitlines() if record.exists() else [])):
+        assert time.monotonic() < deadline, "the refresh's endless pages never began"
+        time.sleep(0.02)
     started = time.monotonic()
     bob.notify("session/cancel", {"sessionId": sid})
     response, _ = bob.wait_response(msg_id, timeout=20)
