@@ -68,9 +68,6 @@ class Record:
             item["pending"] = self.pending
         return item
 
-    def blobs(self) -> list[str]:
-        return [blob for change in self.changes for blob in change.blobs()]
-
 
 def sign(key: bytes, session_id: str, item: dict) -> str:
     import json

@@ -58,27 +58,34 @@ def never_written(path: str) -> bool:
     return any(part in PRIVATE_FOLDERS for part in parts) or parts[-1] in PROTECTED_FILES
 
 
+def read_state(root: str, path: str, max_bytes: int) -> tuple[State | None, bytes]:
+    """(what is at `path` as a record states it, its bytes or a link's target), read without
+    following any link; OutsideRoot when a link or a file stands where a folder on its way was,
+    NotRegular for what no record holds, ValueError past `max_bytes`."""
+    with Place(root, path) as place:
+        info = place.lstat()
+        if info is None:
+            return None, b""
+        if stat.S_ISLNK(info.st_mode):
+            target = os.fsencode(place.readlink())
+            return {"type": "link", "blob": blob_id(target)}, target
+        if stat.S_ISDIR(info.st_mode):
+            return {"type": "folder", "mode": stat.S_IMODE(info.st_mode)}, b""
+        data = place.read(max_bytes)  # (NotRegular for a FIFO, a device, a socket)
+        return {"type": "file", "mode": stat.S_IMODE(info.st_mode), "blob": blob_id(data)}, data
+
+
 def current(root: str, path: str, max_bytes: int) -> State | None | str:
     """What is at `path` now, as a record states it (BLOCKED when a link or a file stands where
     a folder on its way was; OTHER for what no record holds)."""
     try:
-        with Place(root, path) as place:
-            info = place.lstat()
-            if info is None:
-                return None
-            if stat.S_ISLNK(info.st_mode):
-                return {"type": "link", "blob": blob_id(os.fsencode(place.readlink()))}
-            if stat.S_ISDIR(info.st_mode):
-                return {"type": "folder", "mode": stat.S_IMODE(info.st_mode)}
-            if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
-                return OTHER
-            return {"type": "file", "mode": stat.S_IMODE(info.st_mode), "blob": blob_id(place.read(max_bytes))}
+        return read_state(root, path, max_bytes)[0]
     except OutsideRoot:
         return BLOCKED
     except (FileNotFoundError, NotADirectoryError):
         return None  # (gone while it was looked at)
     except (OSError, ValueError):
-        return OTHER  # (a link or something else put in its place meanwhile, or grown past the bound)
+        return OTHER  # (a link or something else put in its place meanwhile, or past the bound)
 
 
 def same(a: State | None | str, b: State | None) -> bool:

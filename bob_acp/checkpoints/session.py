@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 from bob_acp import threads
 from bob_acp.atomic import UMASK
-from bob_acp.beneath import OutsideRoot, Place
+from bob_acp.beneath import OutsideRoot
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import restore
 from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
@@ -422,7 +422,7 @@ class Checkpoints:
                                     "writes .git, .bob or AGENTS.md).")
         window = Window(name, file=(root, relative))
         try:
-            window.old = _read_state(root, relative, self.max_bytes)
+            window.old = _file_state(root, relative, self.max_bytes)
         except ValueError:
             return None, self._once(relative, f"Not recorded, so /undo will not take it back: {relative} (larger "
                                     "than tools.checkpointMaxBytes).")
@@ -434,7 +434,7 @@ class Checkpoints:
         assert window.file is not None and window.old is not None
         root, relative = window.file
         try:
-            new = _read_state(root, relative, self.max_bytes)
+            new = _file_state(root, relative, self.max_bytes)
         except (OSError, ValueError, OutsideRoot):
             return ""
         (before, old_bytes), (after, new_bytes) = window.old, new
@@ -546,25 +546,12 @@ def _state(entry: Entry | None, mode: int | None) -> State | None:
     return {"type": "file", "mode": mode, "blob": entry[1]}
 
 
-def _read_state(root: str, relative: str, max_bytes: int) -> tuple[State | None, bytes]:
-    """(a file's state, its bytes or a link's target) as it is now, read without following links."""
-    with Place(root, relative) as place:
-        info = place.lstat()
-        if info is None:
-            return None, b""
-        if stat.S_ISLNK(info.st_mode):
-            target = os.fsencode(place.readlink())
-            return {"type": "link", "blob": _blob(target)}, target
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{relative} is not a regular file")
-        data = place.read(max_bytes)
-        return {"type": "file", "mode": stat.S_IMODE(info.st_mode), "blob": _blob(data)}, data
-
-
-def _blob(data: bytes) -> str:
-    from bob_acp.checkpoints.store import blob_id
-
-    return blob_id(data)
+def _file_state(root: str, relative: str, max_bytes: int) -> tuple[State | None, bytes]:
+    """A file tool's file as it is: a regular file, a link, or nothing (anything else, OSError)."""
+    state, data = restore.read_state(root, relative, max_bytes)
+    if state is not None and state["type"] == "folder":
+        raise IsADirectoryError(f"{relative} is a folder")
+    return state, data
 
 
 def _with_parents(folders: set[str] | frozenset[str]) -> set[str]:
@@ -604,10 +591,6 @@ def _git_head(root: str) -> bytes:
 
 
 def _title(messages: list[dict]) -> str:
-    from bob_acp import history
+    from bob_acp import sessions
 
-    for message in messages:
-        if message["role"] == "user" and not message.get("summary"):
-            line = next((part.strip() for part in history.text_of(message).splitlines() if part.strip()), "")
-            return line if len(line) <= 80 else line[:79] + "…"
-    return ""
+    return sessions.title_of(messages) or ""

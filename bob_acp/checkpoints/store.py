@@ -90,11 +90,6 @@ class Shadow:
         self.rebuilt = False  # its index was broken and was made anew (said once by the caller)
         self._last_tree: tuple[tuple[int, int, int], str] | None = None  # (the index file's signature, its tree)
 
-    @property
-    def cold(self) -> bool:
-        """Whether no snapshot was ever made here (the first one reads every file)."""
-        return not os.path.exists(os.path.join(self.git_dir, "index"))
-
     def snapshot(self, cancel: Cancel | None = None) -> Snapshot:
         with self._held():
             try:
