@@ -1,13 +1,26 @@
 """Bob's own folder in a project, `.bob/`: its skills (`.bob/skills`, which a team may commit),
 and Bob's state (sessions, background jobs, checkpoints), which its .gitignore keeps out of the
-project's history."""
+project's history; and the user's own state folder, outside every project (user_state)."""
 
 from __future__ import annotations
 
 import errno
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping
+
 NAME = ".bob"
+
+
+def user_state(env: Mapping[str, str] | None = None) -> str:
+    """The user's Bob state folder (the checkpoint key, the chat's history): $XDG_STATE_HOME/bob,
+    else ~/.local/state/bob."""
+    variables = os.environ if env is None else env
+    base = variables.get("XDG_STATE_HOME") or os.path.join(variables.get("HOME") or os.path.expanduser("~"),
+                                                           ".local", "state")
+    return os.path.join(base, "bob")
 STATE = ("sessions/", "jobs/", "checkpoints/", ".gitignore")  # (this file too: Bob writes it in every clone)
 GITIGNORE = ("# Bob's own state: not part of the project. (.bob/skills is: commit it to share the skills.)\n"
              + "".join(f"{entry}\n" for entry in STATE))

@@ -356,9 +356,10 @@ class Sandbox:
         its skills, its state folder with the checkpoint key, each root's checkpoint store) and
         tools.sandboxHide; never a path that holds a folder of the session."""
         from bob_acp import bobdir
+        from bob_acp import config as config_module
 
         found = list(self._hide)
-        config = _config_folder()
+        config = os.path.dirname(config_module.default_path(dict(os.environ)))  # (~/.config/bob)
         try:
             found += [os.path.join(config, name) for name in sorted(os.listdir(config)) if name != "skills"]
         except OSError:
@@ -558,12 +559,12 @@ class Sandbox:
 
         from bob_acp import children
 
-        late = self.jobs_running() and self.last_look is not None  # (its jobs may plant until they end)
+        last = self.last_look if self.jobs_running() else None  # (its jobs may plant until they end)
         with self._lock:
             self._ended = True
             self._close_host()
-        if late and self.last_look is not None:  # its processes are gone now: the last look, final
-            self.planted(self.last_look)
+        if last is not None:  # its processes are gone now: the last look, final
+            self.planted(last)
         shutil.rmtree(self.folder, ignore_errors=True)
         children.removed(self.folder)
 
@@ -598,10 +599,6 @@ def nested_repositories(root: str) -> list[str]:
     return found
 
 
-def _config_folder() -> str:
-    return os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "bob")
-
-
 def _secrets(cfg: Config) -> list[str]:
     """Bob's own secrets outside its config folder: the key files the configuration names, the
     configuration file itself (headers may hold keys), and Bob's state folder (the checkpoint
@@ -609,9 +606,10 @@ def _secrets(cfg: Config) -> list[str]:
     base = os.path.dirname(cfg.source) if cfg.source else os.getcwd()
     found = [cfg.model.apiKeyFile, cfg.source,
              *(entry.get("apiKeyFile") for entry in cfg.models if isinstance(entry, dict))]
-    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    from bob_acp import bobdir
+
     return [os.path.join(base, os.path.expanduser(p)) for p in found if isinstance(p, str) and p] + [
-        os.path.join(state, "bob")]
+        bobdir.user_state()]
 
 
 def _gitdir(dot_git: str) -> str | None:

@@ -16,8 +16,9 @@ HISTORY_LINES = 1000
 
 
 def history_file(env: dict) -> str:
-    base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "bob", "chat-history")
+    from bob_acp import bobdir
+
+    return os.path.join(bobdir.user_state(env), "chat-history")
 
 
 class Prompter:

@@ -133,10 +133,9 @@ _session_key: list[bytes] = []  # (where no key file can be kept: this process's
 def user_key(env: dict | None = None) -> bytes:
     """The key that signs this user's records: kept in their state folder (0600), made once;
     where it cannot be kept, one for this process (records then hold only within it)."""
-    variables = os.environ if env is None else env
-    base = variables.get("XDG_STATE_HOME") or os.path.join(variables.get("HOME") or os.path.expanduser("~"),
-                                                           ".local", "state")
-    path = os.path.join(base, "bob", "checkpoint.key")
+    from bob_acp import bobdir
+
+    path = os.path.join(bobdir.user_state(env), "checkpoint.key")
     with _key_lock:
         for _ in range(2):
             try:
