@@ -68,7 +68,9 @@ def _frames(read: Callable[[int], bytes], size: int, max_frame: int, marks: bool
             on_read: Callable[[], None] | None) -> Iterator[bytes | Oversized | Flush]:
     """Each read takes what is there (up to `size`: on a descriptor, whatever the client has
     written), every whole line in it is given, and the start of the next is kept."""
-    partial = bytearray()  # the start of a line whose end has not come (at most max_frame bytes)
+    partial: list[bytes] = []  # the start of a line whose end has not come (at most max_frame bytes)
+    held = 0  # its size: kept as the reads' own pieces, never regrown (a line that passes the cap
+    # costs what it held, not a copy with a growth margin on top)
     over = 0  # > 0: the size so far of a line past the cap, being thrown away
     head = tail = b""
     while True:
@@ -85,12 +87,11 @@ def _frames(read: Callable[[int], bytes], size: int, max_frame: int, marks: bool
                 yield Oversized(over + len(piece), head, (tail + piece)[-EDGE:])
                 over = 0
             elif partial:
-                if len(partial) + len(piece) > max_frame:
-                    yield Oversized(len(partial) + len(piece), (bytes(partial[:EDGE]) + piece[:EDGE])[:EDGE],
-                                    (bytes(partial[-EDGE:]) + piece[-EDGE:])[-EDGE:])
+                if held + len(piece) > max_frame:
+                    yield Oversized(held + len(piece), _head([*partial, piece]), _tail([*partial, piece]))
                 else:
-                    yield bytes(partial) + piece
-                partial = bytearray()
+                    yield b"".join(partial) + piece
+                partial, held = [], 0
             elif len(piece) > max_frame:
                 yield Oversized(len(piece), piece[:EDGE], piece[-EDGE:])
             else:
@@ -102,19 +103,39 @@ def _frames(read: Callable[[int], bytes], size: int, max_frame: int, marks: bool
             if over:
                 over += len(rest)
                 tail = (tail + rest)[-EDGE:]
-            elif len(partial) + len(rest) > max_frame:
-                over = len(partial) + len(rest)
-                head = (bytes(partial[:EDGE]) + rest[:EDGE])[:EDGE]
-                tail = (bytes(partial[-EDGE:]) + rest[-EDGE:])[-EDGE:]
-                partial = bytearray()
+            elif held + len(rest) > max_frame:
+                over = held + len(rest)
+                head, tail = _head([*partial, rest]), _tail([*partial, rest])
+                partial, held = [], 0
             else:
-                partial += rest
+                partial.append(rest)
+                held += len(rest)
         if marks:
             yield FLUSH
     if over:  # the end of input: a last line without its newline
         yield Oversized(over, head, tail)
     elif partial:
-        yield bytes(partial)
+        yield b"".join(partial)
+
+
+def _head(parts: list[bytes]) -> bytes:
+    """The first EDGE bytes of a line held in pieces."""
+    out = b""
+    for part in parts:
+        out += part[:EDGE - len(out)]
+        if len(out) >= EDGE:
+            break
+    return out
+
+
+def _tail(parts: list[bytes]) -> bytes:
+    """The last EDGE bytes of a line held in pieces."""
+    out = b""
+    for part in reversed(parts):
+        out = part[max(0, len(part) - (EDGE - len(out))):] + out
+        if len(out) >= EDGE:
+            break
+    return out
 
 
 def _patient_read(fd: int) -> Callable[[int], bytes]:
