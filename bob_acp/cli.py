@@ -248,7 +248,9 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     if not writer.close(timeout=0.3):
         log.warning("[acp] output not fully written: the client stopped reading")
     log.info("[acp] input closed: bye")
-    logging_setup.close(0.5)
+    # Lines the user asked to be kept are worth a wait: idle this is milliseconds, but on a busy
+    # machine the log thread may still be loading structlog for JSON lines when the input ends.
+    logging_setup.close(5.0)
     _exit_now(0)
     return 0
 
