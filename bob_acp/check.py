@@ -24,6 +24,7 @@ def gather(cfg: Config) -> dict[str, Any]:
     """The whole report, as data."""
     from bob_acp import __version__, children, providers, sandbox, skills
     from bob_acp.acp.server import agent_capabilities
+    from bob_acp.workspace import Workspace
 
     env = dict(os.environ)
     catalog = skills.discover(os.getcwd(), cfg)
@@ -37,7 +38,12 @@ def gather(cfg: Config) -> dict[str, Any]:
     if state is not None:
         report["sandbox"]["line"] = state[0]
         covered = sandbox.coverage(cfg)
-        if not covered.confines:
+        stopped = sandbox.trial(cfg, Workspace(os.getcwd())) if covered.confines else None
+        if stopped is not None:  # (what the kernel offers is not what a command gets here)
+            report["sandbox"].update(complete=False, missing=[*report["sandbox"]["missing"], stopped])
+            report["sandbox"]["line"] = f"sandbox: {cfg.tools.sandbox} does not work here: {stopped}"
+            report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) does not work here: {stopped}")
+        elif not covered.confines:
             report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) cannot be had here: "
                                       f"{'; '.join(covered.missing)}")
         elif cfg.tools.sandbox == "workspace" and not covered.complete:

@@ -447,6 +447,13 @@ def _commented(lines: list[str], text: str, doc: str) -> None:
     if not doc:
         lines.append(text)
         return
+    if len(text) + 2 > COMMENT_COLUMN + 24:  # (a long default: its words above it, not squeezed beside it)
+        indent = text[:len(text) - len(text.lstrip())]
+        first, *rest = textwrap.wrap(doc, REFERENCE_WIDTH - len(indent) - 4) or [""]
+        lines.append(f"{indent}# {first}")
+        lines.extend(f"{indent}#   {more}" for more in rest)
+        lines.append(text)
+        return
     column = max(COMMENT_COLUMN, len(text) + 2)
     first, *rest = textwrap.wrap(doc, REFERENCE_WIDTH - column - 2) or [""]
     lines.append(f"{text.ljust(column)}# {first}")

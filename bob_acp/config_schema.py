@@ -126,8 +126,9 @@ class ToolEnv(Section):
 class ToolLimits(Section):
     processes: int = key(512, "processes (threads included) one session's sandboxed commands may have at once",
                          minimum=16, maximum=4000000)
-    memory: int | None = key(None, "MiB of memory each sandboxed process may allocate; null: a quarter of the "
-                             "machine's memory", minimum=16)
+    memory: int | None = key(None, "MiB of memory one session's sandboxed commands may use together, /dev/shm "
+                             "included, where a memory cgroup can be made (else each process, and /dev/shm); "
+                             "null: a quarter of the machine's memory", minimum=16)
 
 
 class Tools(Section):

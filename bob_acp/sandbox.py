@@ -1,11 +1,12 @@
 """The sandbox of the commands Bob runs (`tools.sandbox`): what this machine gives one, what a
 session's sandbox covers, and the launcher command every sandboxed command is started with.
 
-Each session gets a sandbox of its own (bob_acp/sandbox_exec.py `host`), made at its first
+Each session gets a sandbox of its own (bob_acp/sandbox_exec.py `host`), made at a turn's first
 sandboxed command: a user namespace holding a mount, a PID, an IPC and (unless
-`tools.sandboxNetwork`) a network namespace. Its commands join it (`run --join`), so a server
-one command starts as a background job is there for the next, and all of it ends with the
-session. Inside: writes only in the session's folders and a /tmp of its own (Landlock); .git,
+`tools.sandboxNetwork`) a network namespace, in a memory cgroup of the session's where one can
+be made (bob_acp/cgroup.py). Its commands join it (`run --join`), so a server one command starts
+as a background job is there for the next; it ends with the turn when nothing of it runs (an
+idle session holds no process), else when the job or the session ends. Inside: writes only in the session's folders and a /tmp of its own (Landlock); .git,
 .bob, AGENTS.md and Bob's own installation read-only; no UNIX socket of another program (a /tmp
 and a /run/user of its own, /dev/null over the sockets of programs outside); a loopback and no
 other network; no signal to or trace of anything outside; no capabilities; limits on processes
@@ -24,6 +25,8 @@ import sys
 import tempfile
 import threading
 
+from bob_acp import cgroup
+from bob_acp.cgroup import Cgroup
 from bob_acp.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
 
 TYPE_CHECKING = False
@@ -53,7 +56,7 @@ PLANTED_NAMES = (".git", ".gitmodules", "AGENTS.md")  # what a command must not 
 class Machine:
     """What this machine gives a sandbox: the launcher's probe, once per process."""
 
-    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "error", "cut_off")
+    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "view", "error", "cut_off")
 
     def __init__(self, report: dict, cut_off: bool = False):
         self.cut_off = cut_off  # the probe was ended before it answered (Bob shutting down): no answer at all
@@ -64,6 +67,7 @@ class Machine:
         self.pid_max = bool(have.get("pid_max"))
         self.private_tmp = bool(have.get("private_tmp"))
         self.loopback = have.get("loopback") is not False
+        self.view = bool(have.get("view"))  # no Landlock: every mount but the session's read-only
         self.error = None if self.namespaces else str(report.get("error") or "the probe failed")
 
 
@@ -141,14 +145,18 @@ class Coverage:
         held: list[str] = []
         missing: list[str] = []
         ns = found.namespaces
-        self.confines = found.landlock >= 1
+        # Landlock confines writes; without it, the namespace's read-only view does.
+        self.confines = found.landlock >= 1 or (ns and found.view)
 
         def item(ok: bool, yes: str, no: str) -> None:
             (held if ok else missing).append(yes if ok else no)
 
-        item(self.confines, "writes only in the session's folders and a /tmp of its own" if ns and found.private_tmp
-             else "writes only in the session's folders and the temporary folder",
-             "no Landlock: writes are not confined")
+        where = ("writes only in the session's folders and a /tmp of its own" if ns and found.private_tmp
+                 else "writes only in the session's folders and the temporary folder")
+        if found.landlock < 1:
+            where += " (no Landlock here: every other mount is read-only to commands)"
+        item(self.confines, where,
+             "no Landlock, and no namespace to make the rest read-only: writes are not confined")
         item(ns, ".git, .bob, AGENTS.md and Bob's own installation read-only",
              "no namespaces: .git, .bob and AGENTS.md stay writable to commands")
         item(ns, "Bob's keys, configuration, state and checkpoint store, and tools.sandboxHide (~/.ssh, ~/.aws …) "
@@ -173,8 +181,12 @@ class Coverage:
         # (a process limit needs the namespace's pid_max, or RLIMIT_NPROC in a user namespace,
         # which the kernel does not apply to root)
         bounded = ns and (found.pid_max or os.geteuid() != 0)
+        together = ns and cgroup.parent() is not None
         self.limits = [f"at most {processes} processes" if bounded else "no limit on the number of processes here",
-                       f"{memory // MiB} MiB of memory per process and for /dev/shm, no core dumps"]
+                       f"{memory // MiB} MiB of memory for the session's commands together, /dev/shm included (a "
+                       "cgroup), and per process, no core dumps" if together else
+                       f"{memory // MiB} MiB of memory per process and for /dev/shm (no cgroup can be made here to "
+                       "bound them together), no core dumps"]
         self.held, self.missing = held, missing
         self.complete = self.confines and not missing
 
@@ -231,6 +243,31 @@ def describe(cfg: Config) -> dict[str, Any]:
             "missing": covered.missing, "problem": found.error}
 
 
+def trial(cfg: Config, ws: Workspace) -> str | None:
+    """A command run as a session's would be, writing a file in the project, reading it back and
+    removing it: None when it could, else what stopped it. A sandbox that cannot write the
+    project (ids not mapped, a mount it could not make) is no sandbox for it, whatever the
+    kernel offers. Nothing is tried where the user cannot write the project either."""
+    import subprocess
+
+    if not os.access(ws.cwd, os.W_OK):
+        return None
+    box = Sandbox(cfg, ws, f"check-{os.getpid()}")
+    name = f".bob-check-{os.getpid()}"
+    script = f'echo written > {name} && [ "$(cat {name})" = written ] && cat {name}; status=$?; rm -f {name}; exit $status'
+    try:
+        done = subprocess.run(box.command(["sh", "-c", script]), env=box.environment(None), cwd=ws.cwd,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"a command could not be run in it: {exc}"
+    finally:
+        box.end()
+    if done.returncode == 0 and done.stdout.strip() == "written":
+        return None
+    said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+    return f"a command in it cannot write the project: {said[-1] if said else f'exit status {done.returncode}'}"
+
+
 def looks_denied(output: str) -> bool:
     return any(sign in output for sign in DENIED_SIGNS)
 
@@ -242,7 +279,8 @@ def looks_offline(output: str) -> bool:
 # ---- a session's sandbox -------------------------------------------------------------------------
 
 class Sandbox:
-    """One session's sandbox: made at its first command, ended with the session."""
+    """One session's sandbox: made at a turn's first command, ended at the turn's end when no job
+    of it runs (else when the job or the session ends)."""
 
     def __init__(self, cfg: Config, ws: Workspace, owner: str, log: Logger | None = None):
         self.roots = ws.roots
@@ -264,6 +302,8 @@ class Sandbox:
         self.last_look: frozenset[str] | None = None  # the planted names after the last command (planted())
         self._nested: list[str] | None = None  # the .git of each repository inside a root (submodules too)
         self.jobs_after = False  # whether jobs of the sandbox still ran after the last command
+        self._cgroup: Cgroup | None = None  # the memory its commands share (made with its first host)
+        self._cgroup_tried = False
         self._hide = _secrets(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
 
     # ---- what it is ---------------------------------------------------------------------------
@@ -306,6 +346,10 @@ class Sandbox:
                 launcher += ["--protect", path]
             for path in self.hidden():
                 launcher += ["--hide", path]
+            if abi() < 1:
+                launcher.append("--view")
+            if self._cgroup is not None:
+                launcher += ["--cgroup", self._cgroup.folder]
         else:
             launcher += ["--write", tempfile.gettempdir()]
         for folder in (*self.roots, self.folder):
@@ -330,6 +374,10 @@ class Sandbox:
         if abi() == 0:
             base["BOB_ACP_NO_LANDLOCK"] = "1"  # what this Bob was told, the launcher is told too
         return base
+
+    def memory_kills(self) -> int:
+        """How many processes of the session the kernel has killed for its shared memory bound."""
+        return self._cgroup.kills() if self._cgroup is not None else 0
 
     def protected(self) -> list[str]:
         """What stays read-only inside the writable folders: each folder's .git (and the git
@@ -428,6 +476,18 @@ class Sandbox:
                     return True
         return False
 
+    def rest(self) -> list[str]:
+        """The turn is over. A sandbox in which nothing of its own runs ends now, so that an idle
+        session holds no process and no descriptor in Bob (the next command makes it again, in
+        some 70 ms); its processes are gone then, so the look at what they planted is final.
+        One where a job still runs stays until the job or the session ends."""
+        with self._lock:
+            if self._host_pid is None or self._ended or self.jobs_running():
+                return []
+            last = self.last_look
+            self._close_host()
+        return self.planted(last) if last is not None else []
+
     def _take_out(self, path: str) -> str:
         from bob_acp import bobdir
         from bob_acp.timestamps import utc_now
@@ -492,8 +552,15 @@ class Sandbox:
                 bobdir.ensure(root)  # so that it is there to protect
             except OSError:
                 pass
+        if not self._cgroup_tried:
+            self._cgroup_tried = True
+            self._cgroup = Cgroup.make(self.owner, self.memory)
+            if self._cgroup is not None:
+                children.keep_on_exit(self._cgroup.folder)
         command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "host", "--private-tmp", self.folder,
                    "--processes", str(self.processes), "--memory", str(self.memory)]
+        if self._cgroup is not None:
+            command += ["--cgroup", self._cgroup.folder]
         for root in self.roots:
             command += ["--write", root]
         for path in self.protected():
@@ -567,6 +634,11 @@ class Sandbox:
             self.planted(last)
         shutil.rmtree(self.folder, ignore_errors=True)
         children.removed(self.folder)
+        if self._cgroup is not None:
+            if self._cgroup.remove():
+                children.removed(self._cgroup.folder)
+            else:  # (the supervisor tries again when Bob ends, and the next Bob after that)
+                self._say(f"its cgroup {self._cgroup.folder} still held processes; it is removed later")
 
     def _say(self, line: str) -> None:
         if self.log is not None:
@@ -628,7 +700,8 @@ def _gitdir(dot_git: str) -> str | None:
 
 def _plain_env() -> dict[str, str]:
     """The host's environment: only what running Python needs (it passes nothing on)."""
-    return {name: value for name, value in os.environ.items() if name in ("PATH", "LANG", "LC_ALL", "HOME")}
+    return {name: value for name, value in os.environ.items()
+            if name in ("PATH", "LANG", "LC_ALL", "HOME", "BOB_ACP_NO_LANDLOCK")}
 
 
 def for_session(cfg: Config, ws: Workspace, owner: str, log: Logger | None = None) -> Sandbox | None:

@@ -13,14 +13,18 @@ Modes:
   UNIX socket that a program outside listens on is covered by /dev/null. One JSON line on
   stdout says what it made (`{"ok": …, "pid": <the namespace's init>, "have": {…}}`); the
   init lives as long as its standard input is open, and everything in the namespace ends with
-  it (the kernel kills a PID namespace whose init ends).
+  it (the kernel kills a PID namespace whose init ends). With `--cgroup FOLDER` it joins the
+  session's memory cgroup first; where the kernel has no Landlock, it makes every mount
+  read-only but the `--write` folders and its own (`"view": true`).
 - `run`: run PROGRAM confined. With `--join PID` it enters the host's namespaces first (covering
   what appeared since: new protected paths, new sockets outside), then forks PROGRAM into them;
   without, it confines itself with what the kernel gives (the fallback where namespaces cannot
   be had). PROGRAM runs with no capabilities, `no_new_privs`, a core limit of 0, the process
   and memory limits given, and Landlock: writes only beneath the `--write` folders (and the
   private ones), no signal to or trace of anything outside its sandbox, no abstract UNIX
-  socket outside it (ABI 6), and, outside a network namespace, no TCP (ABI 4).
+  socket outside it (ABI 6), and, outside a network namespace, no TCP (ABI 4). With `--view`
+  (no Landlock) the host's read-only view confines writes instead; with `--cgroup FOLDER` the
+  program is counted in the session's memory cgroup.
 
 Exit status 126 with one line on stderr when the confinement cannot be had (unless
 `--best-effort`, which then runs PROGRAM with what could be had).
@@ -323,6 +327,30 @@ def private_tmp(private, visible):
         os.close(real)
 
 
+def read_only_view(writable, own):
+    """Every mount read-only but the `writable` folders (each bound on itself first, with what
+    lies under it) and the sandbox's `own` mounts: where there is no Landlock, the mount
+    namespace confines writes (bubblewrap's way). A command cannot undo it: it has no capability,
+    and a namespace it makes gets these mounts locked. Returns the mounts left writable."""
+    kept = [path for path in own]
+    for folder in writable:
+        real = os.path.realpath(folder)
+        try:
+            mount(real, real, None, MS_BIND | MS_REC)
+        except OSError:
+            continue  # (a folder that is not there: nothing to write in)
+        kept.append(real)
+    left = []
+    for point in sorted(mount_points("self")):
+        if any(point == k or point.startswith(k.rstrip("/") + "/") for k in kept):
+            continue
+        try:
+            mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(point))
+        except OSError:
+            left.append(point)
+    return left
+
+
 def private_dirs(uid, memory=0):
     """A tmpfs of its own on the machine's shared memory and on the user's runtime folder (where
     the user's programs keep their sockets: D-Bus, Wayland, the GPG and SSH agents), each at most
@@ -437,6 +465,17 @@ def landlock(folders, deny_tcp, best_effort):
 
 # ---- the modes ------------------------------------------------------------------------------
 
+def join_cgroup(folder):
+    """Move this process (and so all it starts) into the session's cgroup: its commands share
+    one memory bound, which counts /dev/shm's pages too. False when it cannot be."""
+    try:
+        with open(os.path.join(folder, "cgroup.procs"), "w") as handle:
+            handle.write(str(os.getpid()))
+        return True
+    except OSError:
+        return False
+
+
 def make_namespaces(network):
     """Enter new namespaces (user, mount, PID for the next child, IPC; network unless allowed)."""
     uid, gid = os.geteuid(), os.getegid()
@@ -496,6 +535,12 @@ def set_up_inside(options, uid):
     have["missed"] = protect(options["protect"])
     have["unhidden"] = hide(options["hide"])
     have["covered"] = cover_sockets(options["sockets"])
+    if landlock_abi() < 1:
+        own = ["/tmp"] if have["private_tmp"] else []
+        left = read_only_view(options["write"], own + have["private_dirs"])
+        have["view"] = not left
+        if left:
+            have["view_error"] = "these mounts could not be made read-only: " + ", ".join(left[:5])
     if not options["network"]:
         try:
             loopback_up()
@@ -509,6 +554,7 @@ def host(options, probe=False):
     """Make a session's sandbox; print what was made; its init lives until stdin ends."""
     if not probe:
         options["sockets"] = listening_sockets()  # (read in the machine's network namespace)
+    in_cgroup = join_cgroup(options["cgroup"]) if options["cgroup"] else None
     sync_r, sync_w = os.pipe()
     try:
         uid = make_namespaces(options["network"])
@@ -537,6 +583,8 @@ def host(options, probe=False):
     report = json.loads(data) if data else {"ok": False, "error": "the sandbox's init ended during its set-up"}
     report["pid"] = init
     report["landlock"] = landlock_abi()
+    if in_cgroup is not None:
+        report.setdefault("have", {})["cgroup"] = in_cgroup
     print(json.dumps(report), flush=True)
     if probe:
         os.waitpid(init, 0)
@@ -606,6 +654,8 @@ def run(options, program):
     folders = list(options["write"])
     deny_tcp = not options["network"]
     if options["join"]:
+        if options["cgroup"]:
+            join_cgroup(options["cgroup"])  # (before the fork: the program is counted with the rest)
         sockets = listening_sockets()
         mounted = mount_points(options["join"])
         cwd = os.getcwd()
@@ -644,7 +694,10 @@ def run_inside(options, program, folders, deny_tcp):
         try:
             set_limits(options["processes"], options["memory"])
             drop_capabilities()
-            landlock(folders, deny_tcp, options["best_effort"])
+            if options["view"]:
+                confined_by_view()
+            else:
+                landlock(folders, deny_tcp, options["best_effort"])
             exec_program(program)
         except (OSError, Refused) as exc:
             sys.stderr.write(f"bob sandbox: {exc}: not run\n")
@@ -666,6 +719,15 @@ def run_inside(options, program, folders, deny_tcp):
     return os.waitstatus_to_exitcode(status)
 
 
+def confined_by_view():
+    """No Landlock: the host's read-only view confines writes (read_only_view); it is checked
+    here, and no program may gain privileges (setuid) in it."""
+    if not os.statvfs("/").f_flag & os.ST_RDONLY:
+        raise Refused("the sandbox's read-only view is not there")
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise Refused(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
+
+
 def exec_program(program):
     try:
         os.execvp(program[0], program)
@@ -676,12 +738,14 @@ def exec_program(program):
 
 def parse(argv):
     options = {"write": [], "protect": [], "show": [], "hide": [], "network": True, "best_effort": False, "join": None,
+               "view": False, "cgroup": None,
                "private_tmp": None, "processes": 0, "memory": 0, "sockets": []}
     if not argv or argv[0] not in ("probe", "host", "run"):
         raise SystemExit("bob sandbox: the first argument is probe, host or run")
     mode, index = argv[0], 1
     repeated = {"--write": "write", "--protect": "protect", "--show": "show", "--hide": "hide"}
-    single = {"--join": "join", "--private-tmp": "private_tmp", "--processes": "processes", "--memory": "memory"}
+    single = {"--join": "join", "--private-tmp": "private_tmp", "--processes": "processes", "--memory": "memory",
+              "--cgroup": "cgroup"}
     while index < len(argv) and argv[index] != "--":
         item = argv[index]
         if item in repeated and index + 1 < len(argv):
@@ -696,6 +760,9 @@ def parse(argv):
             index += 1
         elif item == "--best-effort":
             options["best_effort"] = True
+            index += 1
+        elif item == "--view":
+            options["view"] = True
             index += 1
         else:
             raise SystemExit(f"bob sandbox: unknown option {item}")

@@ -196,6 +196,11 @@ def test_the_reference_is_made_from_the_declarations():
     for section in config.SCHEMA:
         assert f"\n{section}:" in "\n" + reference
     assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 18
+    import re
+
+    # (a key with a long default once had its words wrapped one letter to a line beside it)
+    squeezed = [line for line in reference.splitlines() if re.fullmatch(r"\s*#\s+\S{1,3}", line)]
+    assert not squeezed
 
 
 def test_the_reference_is_valid_yaml_that_loads_to_the_defaults(tmp_path):

@@ -477,14 +477,15 @@ def test_a_log_file_moved_away_is_opened_again_at_its_path(spawn_bob, tmp_path):
 def test_check_names_the_version_profile_capabilities_and_sandbox_and_has_a_json_form(tmp_path, bob_env):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"profile": "full", "model": {"provider": "script",
                                                                                          "script": "/nonexistent"}}))
-    report = subprocess.run(bob_command() + ["--check", "--json"], env={**bob_env, "BOB_ACP_NO_LANDLOCK": "1"},
+    nothing = {**bob_env, "BOB_ACP_NO_LANDLOCK": "1", "BOB_ACP_NO_NAMESPACES": "1"}  # (nothing confines)
+    report = subprocess.run(bob_command() + ["--check", "--json"], env=nothing,
                             capture_output=True, text=True, timeout=60)
     data = json.loads(report.stdout)
     assert data["version"] == __version__ and data["profile"] == "full"
     assert data["agentCapabilities"]["loadSession"] is True and "fork" in data["agentCapabilities"]["sessionCapabilities"]
     assert data["sandbox"]["mode"] == "workspace" and data["sandbox"]["complete"] is False
     assert report.returncode == 1 and any("sandbox" in p for p in data["problems"])
-    text = subprocess.run(bob_command() + ["--check"], env={**bob_env, "BOB_ACP_NO_LANDLOCK": "1"},
+    text = subprocess.run(bob_command() + ["--check"], env=nothing,
                           capture_output=True, text=True, timeout=60)
     assert text.returncode == 1 and f"bob-acp {__version__}, profile full" in text.stdout
     assert "advertised at initialize:" in text.stdout and "sandbox: workspace is incomplete here" in text.stdout

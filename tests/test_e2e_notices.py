@@ -86,7 +86,7 @@ def test_a_failed_compression_is_a_failed_compaction_and_a_notice_without_compac
 def test_a_server_that_failed_and_a_sandbox_that_cannot_be_had_are_notices(spawn_bob, tmp_path, workdir):
     turns = [{"replies": [{"text": "hello"}]}]
     bob = spawn_bob({**script_config(tmp_path, turns), "mcp": {"enabled": True}, "tools": {"sandbox": "workspace"}},
-                    env={"BOB_ACP_NO_LANDLOCK": "1"})
+                    env={"BOB_ACP_NO_LANDLOCK": "1", "BOB_ACP_NO_NAMESPACES": "1"})  # (nothing confines)
     bob.initialize(NOTICES)
     missing = {"name": "gone", "command": str(tmp_path / "no-such-server"), "args": [], "env": []}
     response, _ = bob.call("session/new", {"cwd": str(workdir), "mcpServers": [missing]})

@@ -23,6 +23,7 @@ from bob_client import allow, allow_always, bash, bob_command, message_text, out
 from procs import wait_gone, wait_present
 from test_e2e_mcp import marker
 
+from bob_acp import cgroup
 from bob_acp import sandbox as sandbox_module
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sandbox_module.abi() < 6, reason="needs Landlock ABI 6")]
@@ -476,23 +477,55 @@ def test_an_incomplete_sandbox_is_said_asks_and_labels_honestly(scripted, workdi
     meta = updates(frames, "tool_call")[0]["_meta"]["bob"]
     assert meta["sandboxed"] is True and "namespaces" in meta["partial"]
     bob.wait_stderr("sandbox: workspace is incomplete here")
-    # No Landlock, best-effort: the command runs unconfined, asked, never labelled sandboxed.
+    # Neither Landlock nor namespaces, best-effort: the command runs unconfined, asked, never
+    # labelled sandboxed.
+    nothing = {"BOB_ACP_NO_LANDLOCK": "1", "BOB_ACP_NO_NAMESPACES": "1"}
     (workdir / "ran.txt").unlink()
-    best, sid2 = scripted(turns, config={**SANDBOXED, "tools": {"sandbox": "best-effort"}},
-                          env={"BOB_ACP_NO_LANDLOCK": "1"})
+    best, sid2 = scripted(turns, config={**SANDBOXED, "tools": {"sandbox": "best-effort"}}, env=nothing)
     asked.clear()
     response, frames = best.prompt(sid2, "go", answer=lambda r: asked.append(r) or allow(r))
     assert asked and (workdir / "ran.txt").exists()
     assert "_meta" not in updates(frames, "tool_call")[0]
-    # workspace with no Landlock at all: refused, as before.
+    # workspace with nothing to confine: refused, as before.
     (workdir / "ran.txt").unlink()
-    refused, sid3 = scripted(turns, config={"tools": {"sandbox": "workspace"}}, env={"BOB_ACP_NO_LANDLOCK": "1"})
+    refused, sid3 = scripted(turns, config={"tools": {"sandbox": "workspace"}}, env=nothing)
     _, frames = refused.prompt(sid3, "go", answer=allow)
     assert "cannot be had here" in outputs(frames)[0] and not (workdir / "ran.txt").exists()
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"tools": {"sandbox": "workspace"}}))
     check = subprocess.run(bob_command() + ["--check"], env={**bob_env, "BOB_ACP_NO_NAMESPACES": "1"},
                            capture_output=True, text=True, timeout=60)
     assert "sandbox: workspace is incomplete here" in check.stdout
+
+
+def test_without_landlock_the_namespace_confines_writes(scripted, workdir, outside, bob_env, tmp_path):
+    """A kernel without Landlock (older kernels, some containers): the session's namespace makes
+    every mount read-only but the project's and its own, as bubblewrap does; sandboxed mode runs
+    commands unasked in it instead of asking and then refusing."""
+    needs_namespaces()
+    subprocess.run(["git", "init", "-q", str(workdir)], check=True)
+    turns = [{"replies": [bash("echo in > inside.txt && echo wrote-inside"),
+                          bash(f"echo out > {outside}/x.txt"),
+                          bash("echo x >> .git/config"),
+                          bash("echo t > /tmp/t && cat /tmp/t && echo n > /dev/null && echo tmp-and-devices-ok"),
+                          bash("unshare -Um sh -c 'mount -o remount,rw /; umount .git; echo x >> .git/config && "
+                               f"echo wrote; echo y > {outside}/y && echo wrote'; echo tried"),
+                          {"text": "done"}]}]
+    bob, sid = scripted(turns, config=SANDBOXED, env={"BOB_ACP_NO_LANDLOCK": "1"})
+    asked = []
+    response, frames = bob.prompt(sid, "go", answer=lambda r: asked.append(r) or reject(r))
+    results = outputs(frames)
+    assert not asked, "sandboxed mode asks nothing in a complete sandbox"
+    assert results[0].startswith("wrote-inside") and (workdir / "inside.txt").read_text() == "in\n"
+    assert "Read-only file system" in results[1] and os.listdir(outside) == []
+    assert "Read-only file system" in results[2]
+    assert "tmp-and-devices-ok" in results[3]
+    assert "tried" in results[4] and "wrote" not in results[4] and os.listdir(outside) == []
+    assert all(u["_meta"]["bob"]["sandboxed"] is True for u in updates(frames, "tool_call"))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"tools": {"sandbox": "workspace"}}))
+    check = subprocess.run(bob_command() + ["--check"], env={**bob_env, "BOB_ACP_NO_LANDLOCK": "1"},
+                           cwd=workdir, capture_output=True, text=True, timeout=60)
+    assert "sandbox: workspace (Landlock ABI 0, namespaces): writes only" in check.stdout, check.stdout
+    assert "every other mount is read-only" in check.stdout
 
 
 def test_always_for_an_unconfined_command_covers_that_command_alone(scripted, workdir):
@@ -646,5 +679,103 @@ def test_the_sandboxs_shared_memory_is_bounded_by_the_memory_limit(scripted, wor
     bob, sid = scripted(turns, config={**SANDBOXED, "tools": {"sandbox": "workspace", "limits": {"memory": 64}}})
     _, frames = bob.prompt(sid, "go")
     out = outputs(frames)[0]
+    if cgroup.parent() is not None:  # (the session's cgroup counts the pages: its bound is met first)
+        assert "reached their memory bound together (64 MiB" in out, out
+        return
     assert "status=1" in out and "No space left on device" in out, out
     assert int(out.split("status=1")[1].split()[0]) <= 64 * 1024 * 1024
+
+
+def test_a_sessions_commands_share_one_memory_bound(scripted, workdir):
+    """Processes each under the limit but over it together (or with /dev/shm's pages) are killed
+    by the kernel, and the command's result says so; the cgroup goes with the session."""
+    needs_namespaces()
+    if cgroup.parent() is None:
+        pytest.skip("no memory cgroup can be made here (no cgroup v1 memory controller Bob may write, no v2 "
+                    "delegation): the per-process limit holds alone")
+    hog = "python3 -c 'b = bytearray(80 * 2**20); b[::4096] = bytes(len(b[::4096])); import time; time.sleep(1)'"
+    turns = [{"replies": [bash(f"for i in 1 2 3; do {hog} & done; wait; echo waited"),
+                          bash(f"head -c 90M /dev/zero > /dev/shm/held; {hog}; echo status=$?"),
+                          {"text": "done"}]}]
+    bob, sid = scripted(turns, config={**SANDBOXED, "tools": {"sandbox": "workspace", "limits": {"memory": 160}}})
+    _, frames = bob.prompt(sid, "go")
+    together, with_shm = outputs(frames)
+    assert "reached their memory bound together (160 MiB" in together, together
+    assert "status=137" in with_shm and "reached their memory bound together" in with_shm, with_shm
+    base, _version = cgroup.parent()
+    mine = [name for name in os.listdir(base) if name.startswith(f"{cgroup.PREFIX}{bob.pid}-")]
+    assert mine, "the session's cgroup"
+    bob.close()
+    assert not [name for name in os.listdir(base) if name.startswith(f"{cgroup.PREFIX}{bob.pid}-")]
+
+
+def sandboxes_of(pid: int) -> list[int]:
+    """The processes below `pid` that are in a user namespace other than this one's (the inits of
+    sessions' sandboxes and what runs in them)."""
+    mine = os.stat("/proc/self/ns/user").st_ino
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{name}/ns/user").st_ino == mine:
+                continue
+            parent = int(name)
+            while parent > 1 and parent != pid:
+                with open(f"/proc/{parent}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if parent == pid:
+            found.append(int(name))
+    return found
+
+
+def test_an_idle_sessions_sandbox_costs_no_process_and_no_descriptor(scripted, workdir):
+    """A sandbox ends with its turn when no job of it runs (the next command makes it again):
+    many open sessions that ran commands hold no process and no descriptor in Bob; one whose
+    job still runs keeps its own until the session ends."""
+    needs_namespaces()
+    sessions = 6
+    turns = [{"match": "job", "replies": [bash("setsid sleep 600 > /dev/null 2>&1 & echo started"), {"text": "done"}]},
+             {"replies": [bash("echo ran"), {"text": "done"}]}]
+    bob, first = scripted(turns, config={**SANDBOXED, "acp": {"sessionHistory": True},
+                                                  "sessions": {"enabled": True}})  # (session/close)
+    _, frames = bob.prompt(first, "warm up")  # (what Bob makes once: its supervisor, …)
+    assert outputs(frames)[0].startswith("ran")
+    descriptors = len(os.listdir(f"/proc/{bob.pid}/fd"))
+    assert not sandboxes_of(bob.pid)
+    for _ in range(sessions):
+        sid = bob.new_session()
+        _, frames = bob.prompt(sid, "go")
+        assert outputs(frames)[0].startswith("ran")
+    assert not sandboxes_of(bob.pid)
+    assert len(os.listdir(f"/proc/{bob.pid}/fd")) == descriptors
+    with_job = bob.new_session()
+    _, frames = bob.prompt(with_job, "leave a job")
+    assert outputs(frames)[0].startswith("started") and sandboxes_of(bob.pid)
+    closed, _ = bob.call("session/close", {"sessionId": with_job})
+    assert "result" in closed, closed
+    deadline = time.monotonic() + 30
+    while sandboxes_of(bob.pid):
+        assert time.monotonic() < deadline, "the job's sandbox outlived its session"
+        time.sleep(0.05)
+
+
+def test_check_never_calls_a_sandbox_complete_that_cannot_write_the_project(bob_env, tmp_path, workdir):
+    """--check runs a command in a session's sandbox that writes the project: where it cannot (here
+    the project is Bob's own installation, which commands get read-only), the sandbox is said not
+    to work, whatever the kernel offers."""
+    needs_namespaces()
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({"tools": {"sandbox": "workspace"}}))
+    fine = subprocess.run(bob_command() + ["--check"], env=bob_env, cwd=workdir, capture_output=True, text=True,
+                          timeout=60)
+    assert "sandbox: workspace (Landlock ABI" in fine.stdout and "does not work" not in fine.stdout
+    assert not [name for name in os.listdir(workdir) if name.startswith(".bob-check")]
+    broken = subprocess.run(bob_command() + ["--check", "--json"], env=bob_env, cwd=sys.prefix,
+                            capture_output=True, text=True, timeout=60)
+    report = json.loads(broken.stdout)
+    assert broken.returncode == 1 and report["sandbox"]["complete"] is False
+    assert any("does not work here: a command in it cannot write the project" in p and "Read-only file system" in p
+               for p in report["problems"]), report["problems"]
+    assert not [n for n in os.listdir(sys.prefix) if n.startswith(".bob-check")]

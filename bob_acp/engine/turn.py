@@ -258,6 +258,8 @@ class Engine:
             self._settle(conv, question, cancel)
             if conv.checkpoints is not None:
                 self._end_checkpoint(conv, sink)
+            if conv.sandbox is not None:
+                self._rest_sandbox(conv, sink)
         return (CANCELLED if cancel.is_set() else stop), stats
 
     def _end_checkpoint(self, conv: Conversation, sink: Sink) -> None:
@@ -270,6 +272,15 @@ class Engine:
             sink.notice("This turn could not be recorded: /undo cannot take it back", str(exc))
             if self.log is not None:
                 self.log.warning(f"[acp] checkpoint after the turn failed: {exc}")
+
+    @staticmethod
+    def _rest_sandbox(conv: Conversation, sink: Sink) -> None:
+        """The sandbox idle between turns ends; what its jobs planted before they ended is said."""
+        assert conv.sandbox is not None
+        planted = conv.sandbox.rest()
+        if planted:
+            sink.notice("A job a sandboxed command left running created files that run code or instruct Bob later: "
+                        "taken out of the project", ", ".join(planted))
 
     def _loop(self, conv: Conversation, sink: Sink, cancel: Cancel, stats: TurnStats) -> str:
         repeats = Repeats()

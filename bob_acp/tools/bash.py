@@ -165,11 +165,17 @@ class BashTool(Tool):
                 env = sandbox.environment(env)
         earlier = sandbox.planted_since() if sandbox is not None else []  # (a background job of an earlier command)
         before = sandbox.snapshot() if sandbox is not None else frozenset()
+        kills = sandbox.memory_kills() if sandbox is not None else 0
         try:
             result = self._run(argv, env, float(timeout), ctx, cancel)
         finally:
             planted = sandbox.planted(before) if sandbox is not None else []
-        return _confined(result, sandbox, planted, earlier)
+        result = _confined(result, sandbox, planted, earlier)
+        if sandbox is not None and sandbox.memory_kills() > kills:
+            result.output += (f"\n[the session's commands reached their memory bound together "
+                              f"({sandbox.memory // (1024 * 1024)} MiB, tools.limits.memory, /dev/shm included): "
+                              f"the kernel killed {sandbox.memory_kills() - kills} of their processes]")
+        return result
 
     def _run(self, argv: list[str], env: dict | None, timeout: float, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         limit = ctx.config.tools.bash.outputLimit
