@@ -19,18 +19,21 @@ and a command that runs with nothing confining it is never labelled sandboxed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import os
 import sys
 import tempfile
 import threading
 
-from bob_acp import cgroup
+from bob_acp import cgroup, threads
 from bob_acp.cgroup import Cgroup
 from bob_acp.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from typing import Any
 
     from bob_acp.config import Config
@@ -42,6 +45,8 @@ NETWORK_ABI = 4  # the first Landlock ABI that can deny TCP
 SCOPES_ABI = 6  # the first that keeps signals and abstract UNIX sockets inside
 PROBE_TIMEOUT = 10.0
 HOST_TIMEOUT = 15.0
+SOCKET_WATCH = 0.25  # seconds between looks for a socket bound outside while a sandbox lives
+NAMESPACES_EVERY = 16  # looks between two walks of /proc for network namespaces
 MiB = 1024 * 1024
 # What a command's failure says when the sandbox may have been what stopped it.
 DENIED_SIGNS = ("Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM", "EROFS")
@@ -50,6 +55,8 @@ NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Couldn't c
                  "getaddrinfo", "Failed to establish a new connection", "nodename nor servname",
                  "Could not resolve", "No route to host", "unable to access", "Connection refused", "ECONNREFUSED")
 PROTECTED_NAMES = (".git", ".bob", "AGENTS.md")
+PLANTED_TITLE = ("A job a sandboxed command left running created files that run code or instruct Bob later: taken "
+                 "out of the project")
 PLANTED_NAMES = (".git", ".gitmodules", "AGENTS.md")  # what a command must not create at a root (.bob: Bob makes it)
 
 
@@ -301,7 +308,14 @@ class Sandbox:
         self._ended = False
         self.last_look: frozenset[str] | None = None  # the planted names after the last command (planted())
         self._nested: list[str] | None = None  # the .git of each repository inside a root (submodules too)
+        self._repositories: frozenset[str] | None = None  # those when the current host was made
         self.jobs_after = False  # whether jobs of the sandbox still ran after the last command
+        self._watch_stop = threading.Event()  # set: the watch of the current host ends
+        self._look_lock = threading.Lock()  # one look at planted names at a time (a command's, the watch's)
+        self._command_runs = False
+        self._resting = False  # kept after its turn for a job still running (ended when the jobs end)
+        self._unsaid: list[str] = []  # what the watch took out, for the model at the next command
+        self.on_planted: Callable[[list[str]], None] | None = None  # the user told at once (the session's news)
         self._cgroup: Cgroup | None = None  # the memory its commands share (made with its first host)
         self._cgroup_tried = False
         self._hide = _secrets(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
@@ -341,11 +355,7 @@ class Sandbox:
         launcher = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "run"]
         pid = self._host()
         if pid is not None:
-            launcher += ["--join", str(pid), "--processes", str(self.processes)]
-            for path in self.protected():
-                launcher += ["--protect", path]
-            for path in self.hidden():
-                launcher += ["--hide", path]
+            launcher += self._joining(pid) + ["--processes", str(self.processes)]
             if abi() < 1:
                 launcher.append("--view")
             if self._cgroup is not None:
@@ -359,6 +369,48 @@ class Sandbox:
         if self.best_effort:
             launcher.append("--best-effort")
         return launcher + ["--memory", str(self.memory), "--", *argv]
+
+    def _joining(self, pid: int) -> list[str]:
+        """The launcher's options to enter the sandbox, covering what appeared since it was made."""
+        options = ["--join", str(pid)]
+        for path in self.protected():
+            options += ["--protect", path]
+        for path in self.hidden():
+            options += ["--hide", path]
+        return options
+
+    def _watch(self, pid: int, stop: threading.Event) -> None:
+        """While the sandbox lives (a turn, or a job left running), every SOCKET_WATCH: a socket
+        a program outside binds meanwhile is covered in it, not only at the next command; what a
+        job plants between commands is taken out."""
+        import subprocess
+
+        from bob_acp import sandbox_exec
+
+        try:
+            namespace = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        except OSError:
+            return
+        tables = sandbox_exec.network_namespaces()
+        seen = {inode for _path, inode in sandbox_exec.listening_sockets(tables)}
+        for look in itertools.count(1):
+            if stop.wait(SOCKET_WATCH):
+                return
+            if look % NAMESPACES_EVERY == 0:  # (walks of /proc, now and then: a new container, jobs ended)
+                tables = sandbox_exec.network_namespaces()
+                self._end_when_jobs_end()
+                if stop.is_set():
+                    return
+            self._look_between_commands()
+            now = {inode for _path, inode in sandbox_exec.listening_sockets(tables)}
+            new, seen = now - seen, now
+            if new and set(sandbox_exec.socket_holders(new, namespace)) != new:  # (not all the sandbox's own)
+                command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "cover", *self._joining(pid)]
+                try:
+                    subprocess.run(command, env=_plain_env(), cwd="/", stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=HOST_TIMEOUT)
+                except (OSError, subprocess.SubprocessError):
+                    continue
 
     def environment(self, env: dict | None) -> dict:
         """The environment a sandboxed command gets: its caches, temporary files and jobs in the
@@ -388,9 +440,7 @@ class Sandbox:
             gitdir = _gitdir(os.path.join(root, ".git"))
             if gitdir:
                 found.append(gitdir)
-        if self._nested is None:  # (looked for once a session: a walk of the project)
-            self._nested = [path for root in self.roots for path in nested_repositories(root)]
-        for dot_git in self._nested:
+        for dot_git in self._nested or ():  # (looked for when its host is made: _start_host)
             found.append(dot_git)
             gitdir = _gitdir(dot_git)
             if gitdir:
@@ -439,21 +489,54 @@ class Sandbox:
         """What a command (or, `before` being the look after the previous one, a background job of
         an earlier one) created of those names: taken out of the project into .bob/planted, so
         that nothing runs it, and said (one line each)."""
-        said = [self._take_out(path) for path in sorted(self.snapshot() - before)]
-        self.last_look = self.snapshot()
-        self.jobs_after = self.jobs_running()
+        with self._look_lock:
+            said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - before)]
+            self._unsaid = []
+            self.last_look = self.snapshot()
+            self.jobs_after = self.jobs_running()
+            self._command_runs = False
         return said
 
     def planted_since(self) -> list[str]:
         """At a command's start: what a job an earlier command left running created since that
         command ended (taken out, said); what appeared while nothing of the sandbox ran is the
         user's, and stays."""
-        if self.last_look is None:
-            return []
-        if not self.jobs_after:
+        with self._look_lock:
+            self._command_runs = True
+            if self.last_look is None:
+                return []
+            if not self.jobs_after:
+                self.last_look = self.snapshot()
+                return []
+            said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - self.last_look)]
+            self._unsaid = []
             self.last_look = self.snapshot()
-            return []
-        return self.planted(self.last_look)
+        return said
+
+    def _look_between_commands(self) -> None:
+        """While no command runs but a job an earlier one left does: what the job plants is taken
+        out at once (the user's next `git status` must not find it), told to the user now
+        (on_planted) and to the model at the next command."""
+        with self._look_lock:
+            if self._command_runs or not self.jobs_after or self.last_look is None:
+                return
+            new = self.snapshot() - self.last_look
+            if not new:
+                return
+            said = [self._take_out(path) for path in sorted(new)]
+            self._unsaid += said
+            self.last_look = self.snapshot()
+        if self.on_planted is not None:
+            self.on_planted(said)
+
+    @contextlib.contextmanager
+    def bobs_own_write(self) -> Iterator[None]:
+        """Around a write of Bob's own file tools (asked, or in a mode the user chose): an
+        AGENTS.md it creates while a job runs is Bob's, not the job's."""
+        with self._look_lock:
+            yield
+            if self.last_look is not None:
+                self.last_look = self.last_look | self.snapshot()
 
     def jobs_running(self) -> bool:
         """Whether anything of the sandbox's own still runs (a background job of a command)."""
@@ -482,11 +565,39 @@ class Sandbox:
         some 70 ms); its processes are gone then, so the look at what they planted is final.
         One where a job still runs stays until the job or the session ends."""
         with self._lock:
-            if self._host_pid is None or self._ended or self.jobs_running():
+            if self._host_pid is None or self._ended:
+                return []
+            if self.jobs_running():
+                self._resting = True  # (the watch ends it once the jobs have ended)
                 return []
             last = self.last_look
             self._close_host()
-        return self.planted(last) if last is not None else []
+        return self._final_look(last)
+
+    def _end_when_jobs_end(self) -> None:
+        """Between turns, once the jobs that kept the sandbox have ended: it ends too, and the
+        last look at what they planted is final."""
+        with self._lock:
+            if not self._resting or self._host_pid is None or self.jobs_running():
+                return
+            last = self.last_look
+            self._close_host()
+        said = self._final_look(last)
+        if said and self.on_planted is not None:
+            self.on_planted(said)
+
+    def _final_look(self, last: frozenset[str] | None) -> list[str]:
+        """Once the sandbox has ended (nothing of it can plant any more): what it created of the
+        names at the roots since `last`, and any repository it made inside (a `.git` at any depth
+        that was not there when the sandbox was made: an editor runs git in each it finds),
+        taken out and said."""
+        said = self.planted(last) if last is not None else []
+        if self._repositories is not None:
+            made = [path for root in self.roots for path in nested_repositories(root)
+                    if path not in self._repositories]
+            said += [self._take_out(path) for path in sorted(made)]
+            self._repositories = None
+        return said
 
     def _take_out(self, path: str) -> str:
         from bob_acp import bobdir
@@ -517,6 +628,7 @@ class Sandbox:
         with self._lock:
             if self._ended:
                 raise OSError(0, "the session's sandbox has ended")
+            self._resting = False  # (a command of a new turn: the sandbox is at work again)
             if self._host_pid is not None and self._host_alive():
                 return self._host_pid
             if self._host_pid is not None:  # ended under Bob (its supervisor was killed): made again
@@ -552,6 +664,8 @@ class Sandbox:
                 bobdir.ensure(root)  # so that it is there to protect
             except OSError:
                 pass
+        self._nested = [path for root in self.roots for path in nested_repositories(root)]  # (the user's, now)
+        self._repositories = frozenset(self._nested)
         if not self._cgroup_tried:
             self._cgroup_tried = True
             self._cgroup = Cgroup.make(self.owner, self.memory)
@@ -589,6 +703,11 @@ class Sandbox:
             raise OSError(0, str(report.get("error") or "the sandbox's host ended without a word"))
         self._host_pid = int(report["pid"])
         self._host_in = host.stdin
+        self._watch_stop = threading.Event()
+        try:
+            threads.start(self._watch, f"bob-sandbox-watch {self.owner}", self._host_pid, self._watch_stop)
+        except threads.ThreadLimit as exc:
+            self._say(f"sockets bound outside while it lives are covered only at its next command: {exc}")
         try:
             self._host_watch = os.pidfd_open(self._host_pid)
         except (AttributeError, OSError):
@@ -611,6 +730,8 @@ class Sandbox:
         return not select.select([self._host_watch], [], [], 0)[0]
 
     def _close_host(self) -> None:
+        self._watch_stop.set()
+        self._resting = False
         if self._host_in is not None:
             try:
                 self._host_in.close()  # the init ends, and everything in its namespaces with it
@@ -626,12 +747,13 @@ class Sandbox:
 
         from bob_acp import children
 
-        last = self.last_look if self.jobs_running() else None  # (its jobs may plant until they end)
         with self._lock:
+            alive = self._host_pid is not None
+            last = self.last_look if alive and self.jobs_running() else None  # (its jobs may plant until they end)
             self._ended = True
             self._close_host()
-        if last is not None:  # its processes are gone now: the last look, final
-            self.planted(last)
+        if alive:  # its processes are gone now: the last look, final
+            self._final_look(last)
         shutil.rmtree(self.folder, ignore_errors=True)
         children.removed(self.folder)
         if self._cgroup is not None:

@@ -26,6 +26,10 @@ Modes:
   (no Landlock) the host's read-only view confines writes instead; with `--cgroup FOLDER` the
   program is counted in the session's memory cgroup.
 
+- `cover --join PID`: what `run` covers on entering (sockets, protected and hidden paths that
+  appeared since), without running anything: Bob's watch, while the sandbox lives, for a socket
+  that appears while a command or a job of it runs.
+
 Exit status 126 with one line on stderr when the confinement cannot be had (unless
 `--best-effort`, which then runs PROGRAM with what could be had).
 """
@@ -185,18 +189,77 @@ def loopback_up():
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | IFF_UP))
 
 
-def listening_sockets():
-    """(path, socket inode) of every UNIX socket bound to a path in this network namespace."""
-    found = []
+def network_namespaces():
+    """{a network namespace's inode: a process in it}, for each one this process can look into."""
+    tables = {}
+    for name in ["self"] + [n for n in _listdir("/proc") if n.isdigit()]:
+        try:
+            tables.setdefault(os.stat(f"/proc/{name}/ns/net").st_ino, name)
+        except OSError:
+            continue  # (gone, or another user's)
+    return tables
+
+
+def listening_sockets(tables=None):
+    """(path, socket inode) of every UNIX socket bound to a path, in each network namespace this
+    process can look into (a dev container's docker.sock may be bound in another one); a path
+    bound relative to its program's folder is taken from that program's folder now."""
+    found, relative = [], []
+    for pid in (tables or network_namespaces()).values():
+        for path, inode in _unix_table(pid):
+            (found if path.startswith("/") else relative).append((path, inode))
+    if relative:
+        holders = socket_holders({inode for _, inode in relative})
+        for path, inode in relative:
+            try:
+                found.append((os.path.join(os.readlink(f"/proc/{holders[inode]}/cwd"), path), inode))
+            except (KeyError, OSError):
+                continue
+    return found
+
+
+def _listdir(path):
     try:
-        with open("/proc/net/unix", "rb") as handle:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _unix_table(pid):
+    try:
+        with open(f"/proc/{pid}/net/unix", "rb") as handle:
             lines = handle.read().splitlines()[1:]
     except OSError:
-        return found
+        return []
+    found = []
     for line in lines:
         fields = line.split(None, 7)
-        if len(fields) == 8 and fields[7].startswith(b"/"):
+        if len(fields) == 8 and not fields[7].startswith(b"@"):  # (abstract: no path)
             found.append((os.fsdecode(fields[7]), int(fields[6])))
+    return found
+
+
+def socket_holders(inodes, pid_namespace=None):
+    """A process holding each socket inode (of those in the PID namespace given, if one is)."""
+    found = {}
+    for name in _listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            if pid_namespace is not None and os.stat(f"/proc/{name}/ns/pid").st_ino != pid_namespace:
+                continue
+            entries = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                target = os.readlink(f"/proc/{name}/fd/{entry}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inode = int(target[8:-1])
+                if inodes is None or inode in inodes:
+                    found.setdefault(inode, name)
     return found
 
 
@@ -217,24 +280,7 @@ def mount_points(pid):
 
 def own_socket_inodes(pid_namespace):
     """The socket inodes held by the processes of the PID namespace whose inode is given."""
-    found = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{name}/ns/pid").st_ino != pid_namespace:
-                continue
-            entries = os.listdir(f"/proc/{name}/fd")
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                target = os.readlink(f"/proc/{name}/fd/{entry}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                found.add(int(target[8:-1]))
-    return found
+    return frozenset(socket_holders(None, pid_namespace))
 
 
 def cover_sockets(sockets, skip=frozenset(), mounted=frozenset()):
@@ -649,6 +695,25 @@ def enter(pid):
     return flags
 
 
+def enter_and_cover(options):
+    """Enter the session's sandbox (`--join`), covering first what appeared since it was made:
+    paths to protect or hide made later (a key written since), sockets of programs outside
+    bound since. Returns the namespaces entered and the mount points there."""
+    sockets = listening_sockets()  # (read in the machine's namespaces, before leaving them)
+    mounted = mount_points(options["join"])
+    cwd = os.getcwd()
+    try:
+        pid_namespace = os.stat(f"/proc/{options['join']}/ns/pid").st_ino
+        flags = enter(options["join"])
+    except (OSError, Refused) as exc:
+        raise Refused(f"cannot enter the session's sandbox: {exc}") from None
+    os.chdir(cwd)  # (entering a mount namespace moves a process to its root)
+    protect(options["protect"], mounted)
+    hide(options["hide"], mounted)
+    cover_sockets(sockets, own_socket_inodes(pid_namespace), mounted)
+    return flags, mounted
+
+
 def run(options, program):
     """Run `program` confined; returns the exit status for this process."""
     folders = list(options["write"])
@@ -656,20 +721,8 @@ def run(options, program):
     if options["join"]:
         if options["cgroup"]:
             join_cgroup(options["cgroup"])  # (before the fork: the program is counted with the rest)
-        sockets = listening_sockets()
-        mounted = mount_points(options["join"])
-        cwd = os.getcwd()
-        try:
-            pid_namespace = os.stat(f"/proc/{options['join']}/ns/pid").st_ino
-            flags = enter(options["join"])
-        except (OSError, Refused) as exc:
-            raise Refused(f"cannot enter the session's sandbox: {exc}") from None
-        os.chdir(cwd)  # (entering a mount namespace moves a process to its root)
+        flags, mounted = enter_and_cover(options)
         deny_tcp = deny_tcp and not flags & CLONE_NEWNET
-        protect(options["protect"], mounted)
-        hide(options["hide"], mounted)  # (what appeared since the sandbox was made: a key made later)
-        skip = own_socket_inodes(pid_namespace) if options["network"] else frozenset()
-        cover_sockets(sockets, skip, mounted)
         folders += [d for d in ("/tmp", f"/run/user/{os.geteuid()}", *PRIVATE_DIRS) if d in mounted]
         return run_inside(options, program, folders, deny_tcp)
     # No namespace of its own: what Landlock gives. (No process limit: outside a user namespace
@@ -740,8 +793,8 @@ def parse(argv):
     options = {"write": [], "protect": [], "show": [], "hide": [], "network": True, "best_effort": False, "join": None,
                "view": False, "cgroup": None,
                "private_tmp": None, "processes": 0, "memory": 0, "sockets": []}
-    if not argv or argv[0] not in ("probe", "host", "run"):
-        raise SystemExit("bob sandbox: the first argument is probe, host or run")
+    if not argv or argv[0] not in ("probe", "host", "run", "cover"):
+        raise SystemExit("bob sandbox: the first argument is probe, host, run or cover")
     mode, index = argv[0], 1
     repeated = {"--write": "write", "--protect": "protect", "--show": "show", "--hide": "hide"}
     single = {"--join": "join", "--private-tmp": "private_tmp", "--processes": "processes", "--memory": "memory",
@@ -784,6 +837,13 @@ def main(argv):
             os.close(parent)
     if mode == "host":
         return host(options)
+    if mode == "cover":
+        try:
+            enter_and_cover(options)
+        except Refused as exc:
+            sys.stderr.write(f"bob sandbox: {exc}\n")
+            return NOT_CONFINED
+        return 0
     if not program:
         sys.stderr.write("bob sandbox: no program to run\n")
         return 2

@@ -779,3 +779,117 @@ def test_check_never_calls_a_sandbox_complete_that_cannot_write_the_project(bob_
     assert any("does not work here: a command in it cannot write the project" in p and "Read-only file system" in p
                for p in report["problems"]), report["problems"]
     assert not [n for n in os.listdir(sys.prefix) if n.startswith(".bob-check")]
+
+
+LISTEN = r"""
+import socket, sys
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[1])
+server.listen(8)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_no_socket_outside_is_reachable_however_and_whenever_it_was_bound(scripted, workdir, outside):
+    """Sockets of programs outside: bound by a path relative to the program's folder, bound in
+    another network namespace (a dev container's docker.sock), and bound while a command runs
+    (its check at the start saw nothing): none is reachable from the sandbox; each is from outside."""
+    needs_namespaces()
+    servers: list[subprocess.Popen] = []
+
+    def listen(path: str, *prefix: str) -> None:
+        proc = subprocess.Popen([*prefix, sys.executable, "-c", LISTEN, path], cwd=outside, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        servers.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+
+    late = os.path.join(outside, "late.sock")
+    targets = [f"relative|unix|{outside}/relative.sock"]
+
+    def bind_late() -> None:  # (once the command that will try it runs)
+        deadline = time.monotonic() + 60
+        while not (workdir / "waiting").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        listen(late)
+
+    try:
+        listen("relative.sock")
+        if os.geteuid() == 0 and shutil.which("unshare"):
+            listen(os.path.join(outside, "container.sock"), "unshare", "-n")
+            targets.append(f"container|unix|{outside}/container.sock")
+        (workdir / "probe.py").write_text(PROBE)
+        quoted = " ".join(f"'{t}'" for t in targets)
+        turns = [{"replies": [bash(f"python3 probe.py {quoted}"),
+                              bash(f"touch waiting; while [ ! -S {late} ]; do sleep 0.05; done; sleep 5; "
+                                   f"python3 probe.py 'late|unix|{late}'"),
+                              {"text": "done"}]}]
+        bob, sid = scripted(turns, config=SANDBOXED)
+        binder = threading.Thread(target=bind_late)
+        binder.start()
+        _, frames = bob.prompt(sid, "go")
+        binder.join()
+        early, later = outputs(frames)
+        assert "REACHED" not in early and early.count(" refused:") == len(targets), early
+        assert "late refused:" in later, later
+        control = subprocess.run([sys.executable, "probe.py", *targets, f"late|unix|{late}"], cwd=workdir,
+                                 capture_output=True, text=True, timeout=30)
+        assert control.stdout.count("REACHED") == len(targets) + 1, control.stdout
+    finally:
+        for proc in servers:
+            proc.kill()
+            proc.wait()
+
+
+def test_what_a_job_plants_between_turns_is_taken_out_at_once_and_its_sandbox_ends_with_it(scripted, workdir):
+    """A job an unasked command left running plants .git (with an fsmonitor the user's next `git
+    status` would run) while no turn runs: taken out within a moment, not at the next command,
+    and told at the next turn; an AGENTS.md Bob's own write_file creates meanwhile is Bob's and
+    stays; once the job ends, its sandbox ends too."""
+    needs_namespaces()
+    job = ("setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; git init -q . && git config core.fsmonitor "
+           "\"touch PWNED\"; while [ ! -e stop ]; do sleep 0.05; done' > /dev/null 2>&1 & echo started")
+    turns = [{"match": "first", "replies": [bash(job), {"text": "one"}]},
+             {"match": "second", "replies": [tool("write_file", path="AGENTS.md", content="Bob's own rules\n"),
+                                             {"text": "two"}]}]
+    bob, sid = scripted(turns, config=SANDBOXED)
+    bob.prompt(sid, "first")
+    (workdir / "go").write_text("")
+    deadline = time.monotonic() + 30
+    while not list((workdir / ".bob" / "planted").glob("*/.git")):
+        assert time.monotonic() < deadline, "the planted .git was not taken out"
+        time.sleep(0.02)
+    assert not (workdir / ".git").exists()
+    subprocess.run(["git", "status"], cwd=workdir, capture_output=True)
+    assert not (workdir / "PWNED").exists()
+    _, frames = bob.prompt(sid, "second", answer=allow)
+    assert "taken out of the project" in message_text(frames) and ".git (taken out to .bob/planted/" in \
+        message_text(frames)
+    assert (workdir / "AGENTS.md").read_text() == "Bob's own rules\n"
+    assert sandboxes_of(bob.pid), "the job keeps its sandbox"
+    (workdir / "stop").write_text("")
+    deadline = time.monotonic() + 60
+    while sandboxes_of(bob.pid):
+        assert time.monotonic() < deadline, "the sandbox outlived its last job"
+        time.sleep(0.05)
+    assert (workdir / "AGENTS.md").exists()
+
+
+def test_a_repository_a_command_makes_inside_the_project_is_taken_out_at_the_turns_end(scripted, workdir):
+    """A `.git` at any depth runs code later (an editor's git panel runs git in every repository
+    it finds below the project): one a command makes is taken out when its sandbox ends with the
+    turn, and said; one the user made before is the user's, read-only to commands."""
+    needs_namespaces()
+    subprocess.run(["git", "init", "-q", str(workdir / "mine")], check=True)
+    turns = [{"replies": [bash("mkdir -p deep/er && git init -q deep/er && git -C deep/er config core.fsmonitor "
+                               "'touch PWNED' && echo made; git -C mine config core.fsmonitor 'touch PWNED'; "
+                               "echo tried"), {"text": "done"}]}]
+    bob, sid = scripted(turns, config=SANDBOXED)
+    _, frames = bob.prompt(sid, "go")
+    assert "made" in outputs(frames)[0]
+    said = message_text(frames)
+    assert "taken out of the project" in said and "deep/er/.git (taken out to .bob/planted/" in said, said
+    assert not (workdir / "deep" / "er" / ".git").exists() and list((workdir / ".bob" / "planted").glob("*/deep/er/.git"))
+    assert (workdir / "mine" / ".git").is_dir() and "fsmonitor" not in (workdir / "mine" / ".git" / "config").read_text()
+    subprocess.run(["git", "status"], cwd=workdir / "deep" / "er", capture_output=True)
+    assert not list(workdir.rglob("PWNED"))

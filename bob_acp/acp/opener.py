@@ -63,7 +63,17 @@ class Opener:
             self._checkpoints(sid, conv, cfg, records)
         session = Session(sid, conv, catalog, runtime, engine)
         session.mcp = started
+        if conv.sandbox is not None:
+            conv.sandbox.on_planted = lambda said: self.planted(session, said)
         return session
+
+    def planted(self, session: Session, said: list[str]) -> None:
+        """What a job a sandboxed command left running planted between turns, taken out: the
+        user hears it now (a notice), or at the start of the next turn."""
+        from bob_acp.sandbox import PLANTED_TITLE
+
+        session.news.add((PLANTED_TITLE, ", ".join(said), "warning"))
+        say_news(self.channel, session)
 
     def _checkpoints(self, sid: str, conv: Conversation, cfg: Config, records: list | None) -> None:
         from bob_acp import checkpoints

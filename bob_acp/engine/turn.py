@@ -279,8 +279,7 @@ class Engine:
         assert conv.sandbox is not None
         planted = conv.sandbox.rest()
         if planted:
-            sink.notice("A job a sandboxed command left running created files that run code or instruct Bob later: "
-                        "taken out of the project", ", ".join(planted))
+            sink.notice(sandbox.PLANTED_TITLE, ", ".join(planted))
 
     def _loop(self, conv: Conversation, sink: Sink, cancel: Cancel, stats: TurnStats) -> str:
         repeats = Repeats()

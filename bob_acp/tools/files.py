@@ -119,6 +119,9 @@ class _FileTool(Tool):
         if isinstance(path, ToolResult):
             return path
         try:
+            if self.commits and ctx.sandbox is not None:  # (what it creates is Bob's, not a job's)
+                with ctx.sandbox.bobs_own_write():
+                    return self._work(args, path, ctx, cancel)
             return self._work(args, path, ctx, cancel)
         except ClientError as exc:  # (the editor did not answer in time: said, nothing done instead)
             return ToolResult(f"error: {clean(str(exc))}", failed=True)
