@@ -464,6 +464,64 @@ def checkpoint_cost(bob, env, root, reps, files=10000):
             plain_ok and kept_ok)
 
 
+def tree_memory(pid):
+    """RSS of `pid` and every process below it (bytes), their count, and `pid`'s open descriptors."""
+    parents = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    parents[int(name)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                continue
+    below = {pid}
+    grew = True
+    while grew:
+        grew = False
+        for child, parent in parents.items():
+            if parent in below and child not in below:
+                below.add(child)
+                grew = True
+    total = 0
+    for member in below:
+        try:
+            with open(f"/proc/{member}/status") as handle:
+                total += next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            continue
+    return total, len(below), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def idle_sandboxes(bob, env, root, sessions=200):
+    """Memory, processes and descriptors that `sessions` open sessions add, each of which ran one
+    sandboxed command (tools.sandbox: workspace, sandboxed mode), to Bob with one such session:
+    Bob and everything below it; and whether every command ran."""
+    project = os.path.join(root, "sandboxed")
+    os.makedirs(project, exist_ok=True)
+    script = os.path.join(root, "sandbox-script.yaml")
+    with open(script, "w") as handle:
+        handle.write("turns:\n  - replies:\n      - tool_calls: [{name: bash, arguments: {command: \"echo ran\"}}]\n"
+                     "      - text: done\n")
+    config = write_config(root, {"model": {"provider": "script", "script": script},
+                                 "permissions": {"mode": "sandboxed"}, "tools": {"sandbox": "workspace"}})
+    proc = Proc(bob, {**env, "BOB_CONFIG": config}, project)
+    proc.call("initialize", INIT)
+    ran = 0
+    for count in range(sessions + 1):
+        if count == 1:  # (after one session's command: what Bob makes once, its supervisor, is there)
+            time.sleep(1.0)
+            before = tree_memory(proc.p.pid)
+        sid = proc.call("session/new", {"cwd": project, "mcpServers": []})["result"]["sessionId"]
+        said: list = []
+        proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "go"}]},
+                  lambda m, said=said: said.append(m.get("params", {}).get("update", {})))
+        ran += any(u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "completed" for u in said)
+    time.sleep(1.0)
+    after = tree_memory(proc.p.pid)
+    proc.close()
+    return (after[0] - before[0]) / 1e6, after[1] - before[1], after[2] - before[2], ran == sessions + 1
+
+
 def idle_rss(cmd, env, cwd):
     proc = Proc(cmd, env, cwd)
     proc.call("initialize", INIT)
@@ -694,7 +752,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", default="bench-results.json")
     parser.add_argument("--only", default="", help="comma-separated: cold,exit,burst,sessions,latency,stream,"
-                                                   "memory,cancel,load,gap,registry,cache,checkpoints")
+                                                   "memory,cancel,load,gap,registry,cache,checkpoints,sandboxes")
     parser.add_argument("--baseline", help="an earlier release's bob-acp, measured beside this one")
     parser.add_argument("--break-kill", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -800,6 +858,9 @@ def run_all(bob, base_env, env, project, script, reps, only, baseline=None):
         r["bob_registry_initialize_ms"] = statistics.median(v[0] for v in values)
         r["bob_registry_session_new_ms"] = statistics.median(v[1] for v in values)
         r["bob_registry_wrong"] = sum(not v[2] for v in values)
+    if wanted("sandboxes") and sys.platform.startswith("linux"):
+        (r["bob_sandboxes_added_mb"], r["bob_sandboxes_added_processes"], r["bob_sandboxes_added_fds"],
+         r["bob_sandboxes_ok"]) = idle_sandboxes(bob, base_env, project)
     if wanted("checkpoints"):
         (r["bob_checkpoint_first_ms"], r["bob_checkpoint_turn_ms"],
          r["bob_checkpoint_ok"]) = checkpoint_cost(bob, base_env, project, reps["checkpoint"])
@@ -841,6 +902,9 @@ TARGETS = [
      r["bob_last_update_to_answer_ms"] <= 5),
     ("registry first contact: initialize answered well within Zed's 30 s (≤ 1 s), correctly",
      lambda r: r["bob_registry_wrong"] == 0 and r["bob_registry_initialize_ms"] <= 1000),
+    ("200 open sessions that each ran a sandboxed command add ≤ 200 MB, no process and no descriptor",
+     lambda r: r["bob_sandboxes_ok"] and r["bob_sandboxes_added_mb"] <= 200 and r["bob_sandboxes_added_processes"] <= 0
+     and r["bob_sandboxes_added_fds"] <= 0),
     ("a checkpoint adds ≤ 100 ms to a turn in a project of 10,000 files (after the project's first), and /undo "
      "takes the turn back", lambda r: r["bob_checkpoint_ok"] and r["bob_checkpoint_turn_ms"] <= 100),
     ("a checkpoint adds ≤ 500 ms to a turn in a project of 50,000 files, and /undo takes the turn back",
@@ -884,6 +948,9 @@ BOB_ONLY = [
     ("HTTP turn, 2 model calls: last update → answer (ms)", "bob_last_update_to_answer_ms"),
     ("HTTP turn, 2 model calls: whole turn (ms)", "bob_two_call_turn_ms"),
     ("20-call Anthropic turn: input tokens read from cache", "bob_cache_read_fraction"),
+    ("200 open sessions that ran a sandboxed command: memory added (MB)", "bob_sandboxes_added_mb"),
+    ("200 open sessions that ran a sandboxed command: processes added", "bob_sandboxes_added_processes"),
+    ("200 open sessions that ran a sandboxed command: descriptors added", "bob_sandboxes_added_fds"),
     ("checkpoints, 10,000 files: added to a project's first turn (ms)", "bob_checkpoint_first_ms"),
     ("checkpoints, 10,000 files: added to each turn after it (ms)", "bob_checkpoint_turn_ms"),
     ("checkpoints, 50,000 files: added to each turn after the first snapshot (ms)", "bob_checkpoint_turn_50k_ms"),
