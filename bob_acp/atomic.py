@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Callable
+from typing import BinaryIO, Callable
 
 
 def _read_umask() -> int:
@@ -92,7 +92,7 @@ def read_regular(path: str, limit: int) -> tuple[bytes, int]:
         return read_up_to(handle, limit + 1), size
 
 
-def read_up_to(handle, limit: int) -> bytes:
+def read_up_to(handle: BinaryIO, limit: int) -> bytes:
     """At most `limit` bytes of an open file, in chunks (a read of `limit` at once takes that
     much memory before a byte is read: a 64 MiB cap would cost 64 MiB under `ulimit -v`)."""
     chunks: list[bytes] = []
@@ -106,7 +106,7 @@ def read_up_to(handle, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def open_regular(path: str):
+def open_regular(path: str) -> BinaryIO:
     """A binary file object for a regular file; NotRegular for anything else, checked before
     opening (no device is opened) and again on the open descriptor (no swap in between)."""
     info = os.stat(path)

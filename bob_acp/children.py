@@ -85,7 +85,7 @@ def new_label(kind: str) -> str:
     return f"{kind}-{next(_labels)}"
 
 
-def tag(env: dict | None, label: str) -> dict:
+def tag(env: dict[str, Any] | None, label: str) -> dict[str, Any]:
     """`env` (None: Bob's own) with the owner tag of `label`."""
     base = dict(os.environ if env is None else env)
     base[OWNER_VAR] = f"{os.getpid()}:{label}"
@@ -137,7 +137,7 @@ class Supervisor:
         self.sock = mine
         self._send_lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._answers: dict[int, list] = {}  # id -> [event, answer]
+        self._answers: dict[int, list[Any]] = {}  # id -> [event, answer]
         self._children: dict[int, Child] = {}
         self._early: dict[int, int] = {}  # exits that came before their spawn's answer was taken
         self.alive = True
@@ -149,10 +149,10 @@ class Supervisor:
             self.close()
             raise
 
-    def spawn(self, argv: list[str], env: dict, cwd: str, fds: list[int]) -> int:
+    def spawn(self, argv: list[str], env: dict[str, Any], cwd: str, fds: list[int]) -> int:
         """Start `argv`; its pid. OSError with the errno of a failed exec or fork."""
         request_id = next(self._ids)
-        waiting: list = [threading.Event(), None]
+        waiting: list[Any] = [threading.Event(), None]
         self._answers[request_id] = waiting
         self.send({"op": "spawn", "id": request_id, "argv": argv, "env": env, "cwd": cwd}, fds)
         deadline = time.monotonic() + SPAWN_WAIT
@@ -182,7 +182,7 @@ class Supervisor:
         if early is not None:
             child.exited(early)
 
-    def send(self, message: dict, fds: list[int] | None = None) -> None:
+    def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
         import json
 
         body = json.dumps(message).encode()
@@ -203,7 +203,7 @@ class Supervisor:
                 message = received[0]
                 op = message.get("op")
                 if op in ("spawned", "failed"):
-                    waiting = self._answers.pop(message.get("id"), None)
+                    waiting = self._answers.pop(message.get("id", -1), None)
                     if waiting is not None:
                         waiting[1] = message
                         waiting[0].set()
@@ -324,7 +324,7 @@ def orphan_guard() -> str | None:
     return _state["problem"]
 
 
-def spawn(argv: list[str], label: str, env: dict | None = None, cwd: str | None = None,
+def spawn(argv: list[str], label: str, env: dict[str, Any] | None = None, cwd: str | None = None,
           stdin: int = subprocess.DEVNULL, stdout: int = subprocess.PIPE, stderr: int = subprocess.STDOUT) -> Any:
     """Start `argv` (its own session and process group) through the supervisor, with the owner
     tag of `label`: a Child (or, where the supervisor cannot run, a subprocess.Popen). `stdin`,
@@ -383,7 +383,7 @@ def _limit(exc: OSError) -> OSError:
     return exc
 
 
-def _popen(argv: list[str], env: dict, cwd: str, stdin: int, stdout: int, stderr: int) -> subprocess.Popen:
+def _popen(argv: list[str], env: dict[str, Any], cwd: str, stdin: int, stdout: int, stderr: int) -> subprocess.Popen[bytes]:
     """Bob starts the process itself (no supervisor here): registered as its own child."""
     with _lock:
         try:

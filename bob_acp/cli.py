@@ -321,7 +321,7 @@ def _stacks(_signum: int, _frame: object) -> None:
     log.defer(write)
 
 
-def _threads() -> list[dict]:
+def _threads() -> list[dict[str, Any]]:
     """Each thread: its name, id, what it serves, and its stack (innermost last)."""
     import threading
     import traceback

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -36,7 +36,7 @@ Be concise and factual; write in the third person; no preamble."""
 @dataclass
 class Compression:
     changed: bool
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     line: str
     summarised: int = 0
     kept: int = 0
@@ -47,7 +47,7 @@ class Compression:
     summary: str = ""  # the summary that replaced the older messages
 
 
-def estimate_tokens(messages: list[dict]) -> int:
+def estimate_tokens(messages: list[dict[str, Any]]) -> int:
     """Characters / 4: what a provider that reports no usage is taken to count."""
     chars = 0
     for message in messages:
@@ -61,11 +61,11 @@ def should_compress(tokens: int | None, window: int, threshold: float) -> bool:
     return tokens is not None and tokens > threshold * window
 
 
-def turn_starts(messages: list[dict]) -> list[int]:
+def turn_starts(messages: list[dict[str, Any]]) -> list[int]:
     return [i for i, m in enumerate(messages) if i > 0 and m["role"] == "user"]
 
 
-def plan(messages: list[dict], keep: int) -> tuple[list[dict], list[dict]] | None:
+def plan(messages: list[dict[str, Any]], keep: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
     """(older messages to summarise, messages kept verbatim), or None when nothing is older."""
     starts = turn_starts(messages)
     if len(starts) <= keep:
@@ -74,7 +74,7 @@ def plan(messages: list[dict], keep: int) -> tuple[list[dict], list[dict]] | Non
     return messages[starts[0]:cut], messages[cut:]
 
 
-def transcript(messages: list[dict]) -> str:
+def transcript(messages: list[dict[str, Any]]) -> str:
     lines = []
     for message in messages:
         role = message["role"]
@@ -95,7 +95,7 @@ def transcript(messages: list[dict]) -> str:
     return "\n\n".join(lines)
 
 
-def compress(messages: list[dict], provider: Provider, keep: int, cancel: Cancel, model: str | None = None,
+def compress(messages: list[dict[str, Any]], provider: Provider, keep: int, cancel: Cancel, model: str | None = None,
              on_start: Callable[[], None] | None = None) -> Compression:
     """Fold the turns older than the last `keep` into one summary. Cancelled propagates.
     `on_start()`: called once there is something to summarise, before the model is asked."""

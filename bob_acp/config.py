@@ -336,7 +336,7 @@ def _pyyaml(path: str, text: str) -> Any:
         raise ConfigError(f"config file {path}: invalid YAML{line}: {problem}") from None
 
 
-def _build(schema: dict, raw: object, prefix: str, source: str, base_dir: str) -> dict[str, Any]:
+def _build(schema: dict[str, Any], raw: object, prefix: str, source: str, base_dir: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"config key '{prefix.rstrip('.')}' in {source}: must be a mapping")
     for name in raw:

@@ -20,7 +20,7 @@ Key = namedtuple("Key", "default doc choices minimum maximum path full env kind 
 SectionRef = namedtuple("SectionRef", "cls doc")
 
 
-def key(default: Any, doc: str, *, choices: tuple = (), minimum: float | None = None,
+def key(default: Any, doc: str, *, choices: tuple[Any, ...] = (), minimum: float | None = None,
         maximum: float | None = None, path: bool = False, full: Any = None, env: str | None = None) -> Any:
     """A key: `choices` makes it an enum; `path`: relative to the config file's folder; `full`:
     its value in the full profile (None: the profile leaves it); `env`: the variable that overrides it."""

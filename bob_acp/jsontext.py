@@ -18,6 +18,9 @@ from bob_acp.jsonrpc.codec import (  # noqa: F401  (re-exported)
     use_orjson,
 )
 
+# (what it re-exports; what it defines itself is public as any module's)
+__all__ = ["OPT_INDENT_2", "JSONDecodeError", "clean", "clean_tree", "dumps", "loads", "use_orjson"]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any

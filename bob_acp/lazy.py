@@ -22,7 +22,7 @@ class LazyModule:
     module itself in its place, so later uses are plain attribute lookups on the module (the
     proxy's `__getattr__` on every use cost a Python call on each request's path)."""
 
-    def __init__(self, name: str, namespace: dict | None = None, alias: str | None = None):
+    def __init__(self, name: str, namespace: dict[str, Any] | None = None, alias: str | None = None):
         self._name = name
         self._module: ModuleType | None = None
         self._namespace = namespace
@@ -37,7 +37,7 @@ class LazyModule:
             with _load_lock:
                 if self._module is None:
                     module = importlib.import_module(self._name)
-                    if self._namespace is not None and self._namespace.get(self._alias) is self:
+                    if self._namespace is not None and self._alias and self._namespace.get(self._alias) is self:
                         self._namespace[self._alias] = module
                     self._module = module
         return self._module

@@ -31,12 +31,12 @@ MAX_QUEUED = 10000  # events waiting for the log thread
 BATCH_WINDOW = 0.02  # seconds the log thread lets lines gather before it writes them
 _STOP = object()
 _state: dict[str, Any] = {"level": INFO, "thread": None, "redactor": None}
-_queue: collections.deque = collections.deque()
+_queue: collections.deque[Any] = collections.deque()
 _queue_lock = threading.Lock()
 _ready = threading.Condition(_queue_lock)
 _dropped = [0]
 _idle = [False]  # the log thread waits (or is about to) for an item
-_lost_lines: list = [0, ""]  # lines the stream or a renderer failed on, and the last reason
+_lost_lines: list[Any] = [0, ""]  # lines the stream or a renderer failed on, and the last reason
 _hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
 
 
@@ -137,10 +137,10 @@ def _json_renderer(_logger: object, _name: str, event: MutableMapping[str, Any])
         return jsontext.dumps({k: v if isinstance(v, plain) else str(v) for k, v in event.items()}).decode()
 
 
-def _console_line(method: str, event: object, fields: dict) -> str:
+def _console_line(method: str, event: object, fields: dict[str, Any]) -> str:
     """The console line of an event: the processors structlog would run for it, run directly
     (importing structlog costs ~80 ms, which a console line does not need)."""
-    record: dict = {**fields, "event": event, "level": method}
+    record: dict[str, Any] = {**fields, "event": event, "level": method}
     for processor in (_stamp_processor, _fill_processor, _exc_info_processor):
         record = processor(None, method, record)  # type: ignore[assignment]
     return _redact_line(None, method, _console_renderer(None, method, record))
@@ -239,7 +239,7 @@ def _current(stream: TextIO) -> TextIO:
     return fresh
 
 
-def _take() -> list:
+def _take() -> list[Any]:
     """Everything queued, in one go, gathered for up to BATCH_WINDOW after the first line: under
     load the log thread wakes a few dozen times a second, not once a line (each wake-up is a
     fight for the GIL with the threads serving the client). Lines keep the time of their event;
@@ -279,7 +279,7 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
             _pending.lines.append(_bare_line("warning", f"structlog could not be loaded ({exc!r}): console lines", {}))
     loggers: dict[str, Any] = {}
 
-    def emit(method: str, name: str, event: str, fields: dict) -> None:
+    def emit(method: str, name: str, event: str, fields: dict[str, Any]) -> None:
         try:
             if get_logger is None:
                 _pending.lines.append(_console_line(method, event, fields))
@@ -301,7 +301,7 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
             _lost(1, "no memory to write them")
 
 
-def _serve_once(emit: Callable[[str, str, str, dict], None], stream: TextIO) -> bool:
+def _serve_once(emit: Callable[[str, str, str, dict[str, Any]], None], stream: TextIO) -> bool:
     """One batch of the queue, written; True at the end of logging."""
     for count, item in enumerate(_take(), 1):
         if count % 32 == 0:
@@ -325,7 +325,7 @@ def _serve_once(emit: Callable[[str, str, str, dict], None], stream: TextIO) -> 
     return False
 
 
-def _bare_line(method: str, event: object, fields: dict) -> str:
+def _bare_line(method: str, event: object, fields: dict[str, Any]) -> str:
     """The least line: the time, the level, the event as it came, its detail."""
     line = f"{iso(fields.get('_at') or time.time())} [{method:<9}] {event}"
     detail = fields.get("detail")
@@ -412,7 +412,7 @@ class Logger:
     def __init__(self, name: str):
         self.name = name
 
-    def _log(self, method: str, level: int, event: str, fields: dict) -> None:
+    def _log(self, method: str, level: int, event: str, fields: dict[str, Any]) -> None:
         if level >= _state["level"] and _state.get("inline"):
             return _write_now(method, event, fields)
         if level >= _state["level"]:
@@ -438,7 +438,7 @@ class Logger:
 _inline_lock = threading.Lock()
 
 
-def _write_now(method: str, event: str, fields: dict) -> None:
+def _write_now(method: str, event: str, fields: dict[str, Any]) -> None:
     """A line written by its caller (no log thread could be started): the plain console line."""
     fields.setdefault("_at", time.time())
     try:

@@ -65,9 +65,9 @@ class Machine:
 
     __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "view", "error", "cut_off")
 
-    def __init__(self, report: dict, cut_off: bool = False):
+    def __init__(self, report: dict[str, Any], cut_off: bool = False):
         self.cut_off = cut_off  # the probe was ended before it answered (Bob shutting down): no answer at all
-        have: dict = report["have"] if isinstance(report.get("have"), dict) else {}
+        have: dict[str, Any] = report["have"] if isinstance(report.get("have"), dict) else {}
         self.landlock = int(report.get("landlock") or 0)
         self.namespaces = bool(report.get("ok"))
         self.proc = bool(have.get("proc"))
@@ -78,7 +78,7 @@ class Machine:
         self.error = None if self.namespaces else str(report.get("error") or "the probe failed")
 
 
-def abi(env: dict | None = None) -> int:
+def abi(env: dict[str, Any] | None = None) -> int:
     """The Landlock ABI this kernel offers; 0: none (BOB_ACP_NO_LANDLOCK=1 says so, for tests)."""
     if (env if env is not None else os.environ).get("BOB_ACP_NO_LANDLOCK") == "1":
         return 0
@@ -99,7 +99,7 @@ def _kernel_abi() -> int:
     return max(0, version)
 
 
-_machines: dict[tuple, Machine] = {}
+_machines: dict[tuple[Any, ...], Machine] = {}
 _machines_lock = threading.Lock()
 
 
@@ -412,7 +412,7 @@ class Sandbox:
                 except (OSError, subprocess.SubprocessError):
                     continue
 
-    def environment(self, env: dict | None) -> dict:
+    def environment(self, env: dict[str, Any] | None) -> dict[str, Any]:
         """The environment a sandboxed command gets: its caches, temporary files and jobs in the
         sandbox's own folder (its /tmp, inside the namespaces)."""
         base = dict(os.environ if env is None else env)

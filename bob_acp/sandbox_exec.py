@@ -34,6 +34,8 @@ Exit status 126 with one line on stderr when the confinement cannot be had (unle
 `--best-effort`, which then runs PROGRAM with what could be had).
 """
 
+from __future__ import annotations
+
 import ctypes
 import errno
 import json
@@ -45,6 +47,26 @@ import socket
 import stat
 import struct
 import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (annotations only: the launcher imports nothing it does not run)
+    from collections.abc import Callable, Collection, Iterable
+    from typing import Any, NoReturn, TypedDict
+
+    class Options(TypedDict):
+        write: list[str]
+        protect: list[str]
+        show: list[str]
+        hide: list[str]
+        network: bool
+        best_effort: bool
+        join: int | None
+        view: bool
+        cgroup: str | None
+        private_tmp: str | None
+        processes: int
+        memory: int
+        sockets: list[tuple[str, int]]
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = (0x00020000, 0x08000000, 0x10000000,
                                                                       0x20000000, 0x40000000)
@@ -86,12 +108,12 @@ class Refused(Exception):
     """The confinement cannot be had; str(self) says why."""
 
 
-def _failed(what):
+def _failed(what: str) -> OSError:
     number = ctypes.get_errno()
     return OSError(number, f"{what}: {os.strerror(number)}")
 
 
-def _call(result, what):
+def _call(result: int, what: str) -> int:
     if result < 0:
         raise _failed(what)
     return result
@@ -107,23 +129,23 @@ class PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def landlock_abi():
+def landlock_abi() -> int:
     if os.environ.get("BOB_ACP_NO_LANDLOCK") == "1":  # a kernel without Landlock, as a test makes one
         return 0
-    version = libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    version: int = libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     return max(0, version)
 
 
 # ---- the parts of a confinement ---------------------------------------------------------------
 
-def write_maps(uid, gid):
+def write_maps(uid: int, gid: int) -> None:
     """Map this process's user and group to themselves in the user namespace it just made."""
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
 
 
-def map_every_id_from_outside():
+def map_every_id_from_outside() -> Callable[[bool], bool]:
     """Root (with its capabilities outside) maps every id to itself, so that a project another
     user owns (a container's or CI's checkout) stays within reach of the capabilities root keeps
     inside (kept_capabilities). Only a process in the parent namespace may write such a map: a
@@ -146,7 +168,7 @@ def map_every_id_from_outside():
         os._exit(code)
     os.close(ready_r)
 
-    def after_unshare(unshared):
+    def after_unshare(unshared: bool) -> bool:
         try:
             if unshared:
                 os.write(ready_w, b"1")
@@ -157,30 +179,32 @@ def map_every_id_from_outside():
     return after_unshare
 
 
-def mount(source, target, kind, flags, data=None):
-    encode = (lambda value: None if value is None else os.fsencode(value))
+def mount(source: str | None, target: str, kind: str | None, flags: int, data: str | None = None) -> None:
+    def encode(value: str | None) -> bytes | None:
+        return None if value is None else os.fsencode(value)
+
     if libc.mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags), encode(data)) != 0:
         raise _failed(f"mount {target}")
 
 
-def kept_flags(path):
+def kept_flags(path: str) -> int:
     """The flags of the mount `path` is on that a remount in a user namespace must keep (locked)."""
     found = os.statvfs(path).f_flag
     return sum(flag for bit, flag in ST_FLAGS if found & bit)
 
 
-def bind_read_only(path):
+def bind_read_only(path: str) -> None:
     mount(path, path, None, MS_BIND | MS_REC)
     mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(path))
 
 
-def bind(source, target, read_only=False):
+def bind(source: str, target: str, read_only: bool = False) -> None:
     mount(source, target, None, MS_BIND | MS_REC)
     if read_only:
         mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept_flags(target))
 
 
-def loopback_up():
+def loopback_up() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         import fcntl
 
@@ -189,9 +213,9 @@ def loopback_up():
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | IFF_UP))
 
 
-def network_namespaces():
+def network_namespaces() -> dict[int, str]:
     """{a network namespace's inode: a process in it}, for each one this process can look into."""
-    tables = {}
+    tables: dict[int, str] = {}
     for name in ["self"] + [n for n in _listdir("/proc") if n.isdigit()]:
         try:
             tables.setdefault(os.stat(f"/proc/{name}/ns/net").st_ino, name)
@@ -200,11 +224,12 @@ def network_namespaces():
     return tables
 
 
-def listening_sockets(tables=None):
+def listening_sockets(tables: dict[int, str] | None = None) -> list[tuple[str, int]]:
     """(path, socket inode) of every UNIX socket bound to a path, in each network namespace this
     process can look into (a dev container's docker.sock may be bound in another one); a path
     bound relative to its program's folder is taken from that program's folder now."""
-    found, relative = [], []
+    found: list[tuple[str, int]] = []
+    relative: list[tuple[str, int]] = []
     for pid in (tables or network_namespaces()).values():
         for path, inode in _unix_table(pid):
             (found if path.startswith("/") else relative).append((path, inode))
@@ -218,14 +243,14 @@ def listening_sockets(tables=None):
     return found
 
 
-def _listdir(path):
+def _listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)
     except OSError:
         return []
 
 
-def _unix_table(pid):
+def _unix_table(pid: str) -> list[tuple[str, int]]:
     try:
         with open(f"/proc/{pid}/net/unix", "rb") as handle:
             lines = handle.read().splitlines()[1:]
@@ -239,9 +264,9 @@ def _unix_table(pid):
     return found
 
 
-def socket_holders(inodes, pid_namespace=None):
+def socket_holders(inodes: Collection[int] | None, pid_namespace: int | None = None) -> dict[int, str]:
     """A process holding each socket inode (of those in the PID namespace given, if one is)."""
-    found = {}
+    found: dict[int, str] = {}
     for name in _listdir("/proc"):
         if not name.isdigit():
             continue
@@ -263,7 +288,7 @@ def socket_holders(inodes, pid_namespace=None):
     return found
 
 
-def mount_points(pid):
+def mount_points(pid: int | str) -> set[str]:
     """The mount points of process `pid`'s mount namespace (read through the machine's /proc)."""
     points = set()
     try:
@@ -278,12 +303,13 @@ def mount_points(pid):
     return points
 
 
-def own_socket_inodes(pid_namespace):
+def own_socket_inodes(pid_namespace: int) -> frozenset[int]:
     """The socket inodes held by the processes of the PID namespace whose inode is given."""
     return frozenset(socket_holders(None, pid_namespace))
 
 
-def cover_sockets(sockets, skip=frozenset(), mounted=frozenset()):
+def cover_sockets(sockets: Iterable[tuple[str, int]], skip: Collection[int] = frozenset(),
+                  mounted: Collection[str] = frozenset()) -> int:
     """/dev/null over each socket path that a program outside the sandbox listens on; how many."""
     covered = 0
     for path, inode in sockets:
@@ -299,7 +325,7 @@ def cover_sockets(sockets, skip=frozenset(), mounted=frozenset()):
     return covered
 
 
-def protect(paths, mounted=frozenset()):
+def protect(paths: Iterable[str], mounted: Collection[str] = frozenset()) -> list[str]:
     """Bind each existing path read-only (those not bound already); the paths that could not be."""
     missed = []
     for path in paths:
@@ -322,7 +348,7 @@ def protect(paths, mounted=frozenset()):
     return missed
 
 
-def hide(paths, mounted=frozenset()):
+def hide(paths: Iterable[str], mounted: Collection[str] = frozenset()) -> list[str]:
     """Each existing path made invisible: an empty folder no one may read over a folder,
     /dev/null over a file (a link: over what it leads to); the paths that could not be."""
     missed = []
@@ -346,7 +372,7 @@ def hide(paths, mounted=frozenset()):
     return missed
 
 
-def private_tmp(private, visible):
+def private_tmp(private: str, visible: Iterable[tuple[str, bool]]) -> None:
     """The session's own folder as /tmp; each path in `visible` that lies under the real /tmp
     (the project, its other folders, the interpreter) bound back at its own place."""
     real = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
@@ -373,7 +399,7 @@ def private_tmp(private, visible):
         os.close(real)
 
 
-def read_only_view(writable, own):
+def read_only_view(writable: Iterable[str], own: Iterable[str]) -> list[str]:
     """Every mount read-only but the `writable` folders (each bound on itself first, with what
     lies under it) and the sandbox's `own` mounts: where there is no Landlock, the mount
     namespace confines writes (bubblewrap's way). A command cannot undo it: it has no capability,
@@ -397,7 +423,7 @@ def read_only_view(writable, own):
     return left
 
 
-def private_dirs(uid, memory=0):
+def private_dirs(uid: int, memory: int = 0) -> list[str]:
     """A tmpfs of its own on the machine's shared memory and on the user's runtime folder (where
     the user's programs keep their sockets: D-Bus, Wayland, the GPG and SSH agents), each at most
     `memory` bytes (a tmpfs's pages are memory that no process's limit counts), else half the
@@ -414,7 +440,7 @@ def private_dirs(uid, memory=0):
     return made
 
 
-def kept_capabilities():
+def kept_capabilities() -> tuple[int, ...]:
     """What a command keeps: nothing, but for root in a namespace mapping every id (write_maps),
     which keeps the two capabilities that give it the access to files it has outside (read,
     write and search whoever owns them). Writes stay confined by Landlock; no capability that
@@ -429,7 +455,7 @@ def kept_capabilities():
     return (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) if full else ()
 
 
-def drop_capabilities():
+def drop_capabilities() -> None:
     """No capability left (but kept_capabilities()), none to be had again by exec (the user
     namespace gave them all)."""
     keep = kept_capabilities()
@@ -452,7 +478,7 @@ def drop_capabilities():
         libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, capability, 0, 0)
 
 
-def set_limits(processes, memory):
+def set_limits(processes: int, memory: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory:
         _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -464,7 +490,7 @@ def set_limits(processes, memory):
         resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
 
 
-def landlock(folders, deny_tcp, best_effort):
+def landlock(folders: Iterable[str], deny_tcp: bool, best_effort: bool) -> list[str]:
     """Restrict this process (and all it starts): writes beneath `folders` only; no signal,
     trace or abstract UNIX socket outside its domain (ABI 6); no TCP when `deny_tcp` (ABI 4).
     Returns what it could not have (a list of words), or raises Refused."""
@@ -511,7 +537,7 @@ def landlock(folders, deny_tcp, best_effort):
 
 # ---- the modes ------------------------------------------------------------------------------
 
-def join_cgroup(folder):
+def join_cgroup(folder: str) -> bool:
     """Move this process (and so all it starts) into the session's cgroup: its commands share
     one memory bound, which counts /dev/shm's pages too. False when it cannot be."""
     try:
@@ -522,7 +548,7 @@ def join_cgroup(folder):
         return False
 
 
-def make_namespaces(network):
+def make_namespaces(network: bool) -> int:
     """Enter new namespaces (user, mount, PID for the next child, IPC; network unless allowed)."""
     uid, gid = os.geteuid(), os.getegid()
     flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
@@ -548,16 +574,16 @@ NAMESPACE_ERRORS = {
 }
 
 
-def namespace_words(exc):
+def namespace_words(exc: OSError) -> str:
     """Why the namespaces could not be made, in words (the errno alone says nothing to a person)."""
-    words = NAMESPACE_ERRORS.get(exc.errno)
+    words = NAMESPACE_ERRORS.get(exc.errno or 0)
     return f"{words} ({exc})" if words else str(exc)
 
 
-def set_up_inside(options, uid):
+def set_up_inside(options: Options, uid: int) -> dict[str, Any]:
     """In the new namespaces, as their init: the view a sandboxed command gets. Returns `have`."""
-    have = {"proc": False, "pid_max": False, "private_tmp": False, "loopback": None, "protected": True,
-            "missed": []}
+    have: dict[str, Any] = {"proc": False, "pid_max": False, "private_tmp": False, "loopback": None,
+                             "protected": True, "missed": []}
     mount(None, "/", None, MS_REC | MS_SLAVE)  # nothing made here reaches the machine's mounts
     tmp = os.path.realpath("/tmp")
     if options["private_tmp"] and not any(tmp == r or tmp.startswith(r.rstrip("/") + "/")
@@ -596,7 +622,7 @@ def set_up_inside(options, uid):
     return have
 
 
-def host(options, probe=False):
+def host(options: Options, probe: bool = False) -> int:
     """Make a session's sandbox; print what was made; its init lives until stdin ends."""
     if not probe:
         options["sockets"] = listening_sockets()  # (read in the machine's network namespace)
@@ -611,7 +637,7 @@ def host(options, probe=False):
     if init == 0:
         os.close(sync_r)
         try:
-            report = {"ok": True, "have": set_up_inside(options, uid)}
+            report: dict[str, Any] = {"ok": True, "have": set_up_inside(options, uid)}
         except Exception as exc:  # noqa: BLE001  (said to Bob, which then confines with what it can have)
             report = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         os.write(sync_w, json.dumps(report).encode())
@@ -626,7 +652,9 @@ def host(options, probe=False):
         if not chunk:
             break
         data += chunk
-    report = json.loads(data) if data else {"ok": False, "error": "the sandbox's init ended during its set-up"}
+    said: dict[str, Any] = (json.loads(data) if data else
+                            {"ok": False, "error": "the sandbox's init ended during its set-up"})
+    report = said
     report["pid"] = init
     report["landlock"] = landlock_abi()
     if in_cgroup is not None:
@@ -637,7 +665,7 @@ def host(options, probe=False):
     return 0 if report["ok"] or probe else NOT_CONFINED
 
 
-def be_init():
+def be_init() -> NoReturn:
     """PID 1 of the session's namespace: children reaped by the kernel (SIGCHLD ignored), alive
     until Bob closes its standard input; then everything in the namespace ends with it."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -664,7 +692,7 @@ def be_init():
     os._exit(0)
 
 
-def enter(pid):
+def enter(pid: int) -> int:
     """Enter the namespaces of process `pid` that differ from this one's (user first)."""
     flags = 0
     for name, flag in NAMESPACES:
@@ -695,16 +723,19 @@ def enter(pid):
     return flags
 
 
-def enter_and_cover(options):
+def enter_and_cover(options: Options) -> tuple[int, set[str]]:
     """Enter the session's sandbox (`--join`), covering first what appeared since it was made:
     paths to protect or hide made later (a key written since), sockets of programs outside
     bound since. Returns the namespaces entered and the mount points there."""
+    join = options["join"]
+    if join is None:
+        raise Refused("no sandbox to join (--join)")
     sockets = listening_sockets()  # (read in the machine's namespaces, before leaving them)
-    mounted = mount_points(options["join"])
+    mounted = mount_points(join)
     cwd = os.getcwd()
     try:
-        pid_namespace = os.stat(f"/proc/{options['join']}/ns/pid").st_ino
-        flags = enter(options["join"])
+        pid_namespace = os.stat(f"/proc/{join}/ns/pid").st_ino
+        flags = enter(join)
     except (OSError, Refused) as exc:
         raise Refused(f"cannot enter the session's sandbox: {exc}") from None
     os.chdir(cwd)  # (entering a mount namespace moves a process to its root)
@@ -714,7 +745,7 @@ def enter_and_cover(options):
     return flags, mounted
 
 
-def run(options, program):
+def run(options: Options, program: list[str]) -> int:
     """Run `program` confined; returns the exit status for this process."""
     folders = list(options["write"])
     deny_tcp = not options["network"]
@@ -734,7 +765,7 @@ def run(options, program):
     return 0  # not reached
 
 
-def run_inside(options, program, folders, deny_tcp):
+def run_inside(options: Options, program: list[str], folders: list[str], deny_tcp: bool) -> int:
     """Fork `program` into the namespace entered (a PID namespace takes only new children);
     wait for it and end as it did."""
     try:
@@ -772,7 +803,7 @@ def run_inside(options, program, folders, deny_tcp):
     return os.waitstatus_to_exitcode(status)
 
 
-def confined_by_view():
+def confined_by_view() -> None:
     """No Landlock: the host's read-only view confines writes (read_only_view); it is checked
     here, and no program may gain privileges (setuid) in it."""
     if not os.statvfs("/").f_flag & os.ST_RDONLY:
@@ -781,7 +812,7 @@ def confined_by_view():
         raise Refused(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
 
 
-def exec_program(program):
+def exec_program(program: list[str]) -> NoReturn:
     try:
         os.execvp(program[0], program)
     except OSError as exc:
@@ -789,51 +820,51 @@ def exec_program(program):
         os._exit(127)
 
 
-def parse(argv):
-    options = {"write": [], "protect": [], "show": [], "hide": [], "network": True, "best_effort": False, "join": None,
-               "view": False, "cgroup": None,
-               "private_tmp": None, "processes": 0, "memory": 0, "sockets": []}
+VALUED = ("--write", "--protect", "--show", "--hide", "--join", "--processes", "--memory", "--private-tmp", "--cgroup")
+
+
+def parse(argv: list[str]) -> tuple[str, Options, list[str]]:
+    options: Options = {"write": [], "protect": [], "show": [], "hide": [], "network": True, "best_effort": False,
+                        "join": None, "view": False, "cgroup": None, "private_tmp": None, "processes": 0, "memory": 0,
+                        "sockets": []}
     if not argv or argv[0] not in ("probe", "host", "run", "cover"):
         raise SystemExit("bob sandbox: the first argument is probe, host, run or cover")
     mode, index = argv[0], 1
-    repeated = {"--write": "write", "--protect": "protect", "--show": "show", "--hide": "hide"}
-    single = {"--join": "join", "--private-tmp": "private_tmp", "--processes": "processes", "--memory": "memory",
-              "--cgroup": "cgroup"}
+    flags = {"--no-network": ("network", False), "--best-effort": ("best_effort", True), "--view": ("view", True)}
     while index < len(argv) and argv[index] != "--":
-        item = argv[index]
-        if item in repeated and index + 1 < len(argv):
-            options[repeated[item]].append(argv[index + 1])
-            index += 2
-        elif item in single and index + 1 < len(argv):
-            value = argv[index + 1]
-            options[single[item]] = int(value) if item in ("--join", "--processes", "--memory") else value
-            index += 2
-        elif item == "--no-network":
-            options["network"] = False
+        item, value = argv[index], argv[index + 1] if index + 1 < len(argv) else None
+        if item in flags:
+            options[flags[item][0]] = flags[item][1]  # type: ignore[literal-required]
             index += 1
-        elif item == "--best-effort":
-            options["best_effort"] = True
-            index += 1
-        elif item == "--view":
-            options["view"] = True
-            index += 1
-        else:
+            continue
+        if item not in VALUED:
             raise SystemExit(f"bob sandbox: unknown option {item}")
+        if value is None:
+            raise SystemExit(f"bob sandbox: {item} needs a value")
+        if item in ("--write", "--protect", "--show", "--hide"):
+            options[item[2:]].append(value)  # type: ignore[literal-required]
+        elif item in ("--join", "--processes", "--memory"):
+            options[item[2:]] = int(value)  # type: ignore[literal-required]
+        elif item == "--private-tmp":
+            options["private_tmp"] = value
+        else:
+            options["cgroup"] = value
+        index += 2
     return mode, options, argv[index + 1:]
 
 
-def main(argv):
+def main(argv: list[str]) -> int:
     mode, options, program = parse(argv)
     if mode == "probe":
         import tempfile
 
-        options["private_tmp"] = tempfile.mkdtemp(prefix="bob-probe-")
+        private = options["private_tmp"] = tempfile.mkdtemp(prefix="bob-probe-")
         options["processes"] = 1024
-        parent = os.open(os.path.dirname(options["private_tmp"]), os.O_PATH | os.O_DIRECTORY)
+        parent = os.open(os.path.dirname(private), os.O_PATH | os.O_DIRECTORY)
         try:
             return host(options, probe=True)
         finally:  # (through the folder's descriptor: this process now sees a /tmp of the sandbox's)
-            os.rmdir(os.path.basename(options["private_tmp"]), dir_fd=parent)
+            os.rmdir(os.path.basename(private), dir_fd=parent)
             os.close(parent)
     if mode == "host":
         return host(options)

@@ -92,7 +92,7 @@ def fork_title(title: str | None) -> str:
     return base + FORK_MARK
 
 
-def title_of(messages: list[dict]) -> str | None:
+def title_of(messages: list[dict[str, Any]]) -> str | None:
     """The first line of the first user message, at most MAX_TITLE characters."""
     for message in messages:
         if message["role"] == "user" and not message.get("summary"):
@@ -114,13 +114,13 @@ class SessionLoadError(Exception):
 class StoredSession:
     id: str
     cwd: str
-    messages: list[dict]
+    messages: list[dict[str, Any]]
     created_at: str
     updated_at: str
     title: str | None = None
-    choices: dict = field(default_factory=dict)
+    choices: dict[str, Any] = field(default_factory=dict)
     more: tuple[str, ...] = ()  # further roots (additionalDirectories)
-    checkpoints: list = field(default_factory=list)  # its signed checkpoint records (bob_acp.checkpoints)
+    checkpoints: list[Any] = field(default_factory=list)  # its signed checkpoint records (bob_acp.checkpoints)
 
 
 @dataclass
@@ -138,17 +138,17 @@ class ReplayItem:
     text: str = ""
     ref: str = ""
     name: str = ""
-    arguments: dict | None = None
+    arguments: dict[str, Any] | None = None
     output: str | None = None  # None: no result was recorded
     failed: bool = False  # the recorded result was a rejection or a cancel
-    image: dict | None = None  # kind image: {mimeType, data} of a user's image
+    image: dict[str, Any] | None = None  # kind image: {mimeType, data} of a user's image
 
 
 def _now() -> str:
     return utc_now()
 
 
-_seen: dict[str, tuple | None] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
+_seen: dict[str, tuple[Any, ...] | None] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
 _seen_lock = threading.Lock()
 _file_locks = [threading.Lock() for _ in range(64)]  # a save's check-write-record step, per file
 
@@ -157,7 +157,7 @@ def _file_lock(path: str) -> threading.Lock:
     return _file_locks[hash(path) % len(_file_locks)]
 
 
-def _signature(path: str) -> tuple | None:
+def _signature(path: str) -> tuple[Any, ...] | None:
     try:
         info = os.stat(path)
     except OSError:
@@ -179,8 +179,8 @@ class SessionStore:
             raise ValueError(f"not a valid session id: {sid!r}")
         return os.path.join(self.folder, sid + ".json")
 
-    def save(self, sid: str, messages: list[dict], title: str | None = None, choices: dict | None = None,
-             more: tuple[str, ...] = (), checkpoints: list | None = None) -> str:
+    def save(self, sid: str, messages: list[dict[str, Any]], title: str | None = None, choices: dict[str, Any] | None = None,
+             more: tuple[str, ...] = (), checkpoints: list[Any] | None = None) -> str:
         """Write the session; returns the id it was written under (another one when a second
         process changed this session's file since this process last read or wrote it)."""
         path = self.path_for(sid)
@@ -200,9 +200,9 @@ class SessionStore:
                               f"conversation is saved as {forked}")
         return self.save(forked, messages, fork_title(title or head.get("title")), choices, more)
 
-    def _write(self, path: str, sid: str, head: dict, messages: list[dict], title: str | None,
-               choices: dict | None, more: tuple[str, ...], checkpoints: list | None = None) -> None:
-        document: dict = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
+    def _write(self, path: str, sid: str, head: dict[str, Any], messages: list[dict[str, Any]], title: str | None,
+               choices: dict[str, Any] | None, more: tuple[str, ...], checkpoints: list[Any] | None = None) -> None:
+        document: dict[str, Any] = {"version": VERSION, "id": sid, "cwd": self.cwd, "title": title or head.get("title"),
                           "createdAt": head.get("createdAt") or _now(), "updatedAt": _now(),
                           "generation": int(head.get("generation") or 0) + 1, "choices": choices or {},
                           "turns": sum(1 for m in messages if m["role"] == "user")}
@@ -240,7 +240,7 @@ class SessionStore:
             except OSError:
                 pass
 
-    def _head(self, path: str) -> dict:
+    def _head(self, path: str) -> dict[str, Any]:
         try:
             return _read_parsed_head(path)
         except (OSError, ValueError):
@@ -315,7 +315,7 @@ class SessionStore:
         return ListedSession(sid, str(head.get("cwd") or self.cwd), title, when, _roots(head))
 
 
-def _roots(document: dict) -> tuple[str, ...]:
+def _roots(document: dict[str, Any]) -> tuple[str, ...]:
     """The further roots a session file names (absolute paths only; anything else is ignored)."""
     value = document.get("additionalDirectories")
     if not isinstance(value, list):
@@ -365,7 +365,7 @@ def decode_cursor(cursor: str | None) -> tuple[int, str] | None:
         raise ValueError("not a cursor this agent gave") from None
 
 
-def _read_parsed_head(path: str) -> dict:
+def _read_parsed_head(path: str) -> dict[str, Any]:
     """A session file's head: from its first HEAD_BYTES, or, where the head is longer (a file
     whose large fields do not come last), from the whole file read as JSON."""
     with open_regular(path) as handle:
@@ -388,7 +388,7 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]')
 _BULK = (b'"messages"', b'"checkpoints"')  # the large fields, which a listing never reads
 
 
-def _parse_head(data: bytes) -> dict:
+def _parse_head(data: bytes) -> dict[str, Any]:
     """The fields before the first of the large ones (`messages`, `checkpoints`), read as JSON:
     the head is walked token by token (strings whole, nesting counted), so a "messages" inside
     a string or a nested object is never taken for the top-level key. ValueError when the head
@@ -406,13 +406,13 @@ def _parse_head(data: bytes) -> dict:
     raise ValueError("no messages key in the head")
 
 
-def _head_fields(value: object) -> dict:
+def _head_fields(value: object) -> dict[str, Any]:
     if not isinstance(value, dict) or value.get("version") not in VERSIONS:
         raise ValueError("not a session file")
     return value
 
 
-def _document(sid: str, path: str, data: bytes) -> dict:
+def _document(sid: str, path: str, data: bytes) -> dict[str, Any]:
     shown = jsontext.clean(path)
     try:
         document = jsontext.loads(data)
@@ -432,7 +432,7 @@ def _document(sid: str, path: str, data: bytes) -> dict:
     return document
 
 
-def _list(value: object) -> list:
+def _list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
@@ -484,7 +484,7 @@ def message_problem(message: object) -> str | None:
     return None
 
 
-def replay_items(messages: list[dict]) -> list[ReplayItem]:
+def replay_items(messages: list[dict[str, Any]]) -> list[ReplayItem]:
     """What session/load sends, in order (the product document's replay table)."""
     outputs = {m["tool_call_id"]: m for m in messages if m["role"] == "tool"}
     items: list[ReplayItem] = []

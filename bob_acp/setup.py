@@ -15,6 +15,7 @@ import argparse
 import getpass
 import os
 import sys
+from typing import Any
 
 from bob_acp.jsontext import mapping
 
@@ -67,8 +68,9 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-def run(args: argparse.Namespace, env: dict, global_config: str | None) -> int:
+def run(args: argparse.Namespace, env: dict[str, Any], global_config: str | None) -> int:
     from bob_acp import config as config_module
+    from bob_acp import exceptions
 
     path = os.path.abspath(os.path.expanduser(args.config or global_config or env.get("BOB_CONFIG")
                                               or config_module.default_path(env)))
@@ -103,14 +105,14 @@ def run(args: argparse.Namespace, env: dict, global_config: str | None) -> int:
     print(f"wrote {path}" + (f" (the key in {key_file}, readable by you alone)" if key_file else ""))
     try:
         cfg = config_module.load(path, env={k: v for k, v in env.items() if not k.startswith("BOB_")})
-    except config_module.ConfigError as exc:
+    except exceptions.ConfigError as exc:
         raise SetupError(str(exc)) from None
     if args.no_check:
         return EXIT_OK
     return _check(cfg, env)
 
 
-def _check(cfg: Config, env: dict) -> int:
+def _check(cfg: Config, env: dict[str, Any]) -> int:
     from bob_acp import providers
     from bob_acp.check import probe
     from bob_acp.exceptions import ConfigError
@@ -230,14 +232,14 @@ def write_key(path: str, key: str) -> None:
         raise
 
 
-def write_config(path: str, model: dict) -> None:
+def write_config(path: str, model: dict[str, Any]) -> None:
     """The config file with its `model:` section set to `model` (None values left out); every
     other key of an existing file kept."""
     import yaml
 
     from bob_acp.atomic import atomic_write
 
-    data: dict = {}
+    data: dict[str, Any] = {}
     if os.path.exists(path):
         try:
             with open(path, encoding="utf-8") as handle:

@@ -240,7 +240,7 @@ def rewrite_prompt(text: str, catalog: Catalog) -> str:
     return text
 
 
-def available_commands(catalog: Catalog, undo: bool = False) -> list[dict]:
+def available_commands(catalog: Catalog, undo: bool = False) -> list[dict[str, Any]]:
     """The slash menu: Bob's own commands (/undo and /redo with checkpoints), then the skills
     (one named as a command of Bob's is left out: the command wins)."""
     commands = [dict(c) for c in BUILTIN_COMMANDS + (UNDO_COMMANDS if undo else [])]

@@ -19,6 +19,8 @@ the child's stdin, stdout and stderr as descriptors (SCM_RIGHTS) with its header
     Bob → {"op": "cleanup", "path": D} / {"op": "forget", "path": D}   remove D when Bob ends / not
 """
 
+from __future__ import annotations
+
 import json
 import os
 import select
@@ -29,6 +31,10 @@ import struct
 import sys
 import time
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # (annotations only: nothing more is imported at run time)
+    from typing import Any, NoReturn
+
 HEADER = struct.Struct("!4sI")
 MAGIC = b"BOB1"
 MAX_FDS = 3
@@ -37,23 +43,24 @@ OWNER_VAR = "BOB_ACP_OWNER"
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 1, 4, 36
 
 
-def prctl(option, value):
+def prctl(option: int, value: int) -> bool:
     try:
         import ctypes
 
-        return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+        done: bool = ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+        return done
     except (OSError, AttributeError):
         return False
 
 
-def send(sock, message):
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
     body = json.dumps(message).encode()
     sock.sendall(HEADER.pack(MAGIC, len(body)) + body)
 
 
-def receive(sock):
+def receive(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     """(message, descriptors) or None at the end of the socket."""
-    fds = []
+    fds: list[int] = []
     header = b""
     while len(header) < HEADER.size:
         data, ancillary, _flags, _addr = sock.recvmsg(HEADER.size - len(header),
@@ -73,15 +80,16 @@ def receive(sock):
         if not chunk:
             return None
         body += chunk
-    return json.loads(body), fds
+    message: dict[str, Any] = json.loads(body)
+    return message, fds
 
 
 class Supervisor:
-    def __init__(self, sock):
+    def __init__(self, sock: socket.socket):
         self.sock = sock
         self.me = os.getpid()
-        self.running = {}  # pid -> True: children Bob asked for that have not been reaped
-        self.folders = set()
+        self.running: dict[int, bool] = {}  # pid -> True: children Bob asked for that have not been reaped
+        self.folders: set[str] = set()
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         os.set_blocking(wake_r, False)
@@ -91,10 +99,11 @@ class Supervisor:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_IGN)  # it ends when Bob does, not before
 
-    def serve(self):
+    def serve(self) -> None:
         while True:
             try:
-                ready = select.select([self.sock, self.wake], [], [])[0]
+                watched: list[socket.socket | int] = [self.sock, self.wake]
+                ready = select.select(watched, [], [])[0]
             except InterruptedError:
                 continue
             if self.wake in ready:
@@ -112,7 +121,7 @@ class Supervisor:
                     return
                 self.handle(*received)
 
-    def handle(self, message, fds):
+    def handle(self, message: dict[str, Any], fds: list[int]) -> None:
         op = message.get("op")
         try:
             if op == "spawn":
@@ -130,14 +139,15 @@ class Supervisor:
                 except OSError:
                     pass
 
-    def spawn(self, message, fds):
+    def spawn(self, message: dict[str, Any], fds: list[int]) -> None:
         report_r, report_w = os.pipe2(os.O_CLOEXEC)
         try:
             pid = os.fork()
         except OSError as exc:
             os.close(report_r)
             os.close(report_w)
-            return send(self.sock, {"op": "failed", "id": message["id"], "errno": exc.errno, "error": exc.strerror})
+            send(self.sock, {"op": "failed", "id": message["id"], "errno": exc.errno, "error": exc.strerror})
+            return
         if pid == 0:
             self.become(message, fds, report_w)
         os.close(report_w)
@@ -151,11 +161,12 @@ class Supervisor:
         if failure:
             os.waitpid(pid, 0)
             number, _, text = failure.decode(errors="replace").partition(":")
-            return send(self.sock, {"op": "failed", "id": message["id"], "errno": int(number or 0), "error": text})
+            send(self.sock, {"op": "failed", "id": message["id"], "errno": int(number or 0), "error": text})
+            return
         self.running[pid] = True
         send(self.sock, {"op": "spawned", "id": message["id"], "pid": pid})
 
-    def become(self, message, fds, report):
+    def become(self, message: dict[str, Any], fds: list[int], report: int) -> NoReturn:
         """In the child: its own session, its descriptors, its folder, then exec (or say why not)."""
         try:
             os.setsid()
@@ -181,7 +192,7 @@ class Supervisor:
             os.write(report, f"0:{exc}".encode())
         os._exit(127)
 
-    def reap(self):
+    def reap(self) -> None:
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -196,7 +207,7 @@ class Supervisor:
                 except OSError:
                     pass
 
-    def end(self, label):
+    def end(self, label: str) -> None:
         """Kill the processes carrying `label` that are not running children of Bob's (the orphans
         of a session: jobs it left on purpose, setsid), with their groups, round after round."""
         tag = f"{OWNER_VAR}={os.getppid()}:{label}".encode()
@@ -209,7 +220,7 @@ class Supervisor:
             time.sleep(0.01)
             self.reap()
 
-    def finish(self):
+    def finish(self) -> None:
         """Bob has ended: everything below goes, then the folders it named."""
         for pid in list(self.running):
             kill(pid)
@@ -225,9 +236,9 @@ class Supervisor:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def children():
+def children() -> list[int]:
     """This process's children (adopted ones included): /proc/self/task/*/children."""
-    found = []
+    found: list[int] = []
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
@@ -241,7 +252,7 @@ def children():
     return found
 
 
-def tagged(pid, tag):
+def tagged(pid: int, tag: bytes) -> bool:
     """Whether `pid`'s environment holds `tag` (`BOB_ACP_OWNER=<Bob's pid>:<label>`)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
@@ -250,7 +261,7 @@ def tagged(pid, tag):
         return False
 
 
-def kill(pid):
+def kill(pid: int) -> None:
     """SIGKILL to `pid` and, when it leads one, its process group."""
     try:
         if os.getpgid(pid) == pid:
@@ -263,7 +274,7 @@ def kill(pid):
         pass
 
 
-def main():
+def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     prctl(PR_SET_DUMPABLE, 0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from bob_acp.jsontext import mapping
 
@@ -27,7 +28,7 @@ SETUP_METHOD = "bob-setup"
 MODEL_METHOD = "bob-model"
 
 
-def terminal_auth_wanted(capabilities: dict) -> bool:
+def terminal_auth_wanted(capabilities: dict[str, Any]) -> bool:
     auth = mapping(capabilities.get("auth"))
     meta = mapping(capabilities.get("_meta"))
     return auth.get("terminal") is True or meta.get("terminal-auth") is True
@@ -43,7 +44,7 @@ def launch_command() -> list[str]:
     return program_args + [arg for arg in sys.argv[1:] if arg != "--acp"]
 
 
-def methods(terminal: bool) -> list[dict]:
+def methods(terminal: bool) -> list[dict[str, Any]]:
     if terminal:
         launch = launch_command()
         return [{

@@ -4,6 +4,7 @@ questions, the editor's files and terminals), and what the client said it can do
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from bob_acp.acp import protocol as p
 from bob_acp.jsontext import mapping
@@ -22,7 +23,7 @@ class ClientCapabilities:
     __slots__ = ("terminal_output", "read_files", "write_files", "terminals", "retry_events", "notices",
                  "compaction")
 
-    def __init__(self, offered: dict | None = None):
+    def __init__(self, offered: dict[str, Any] | None = None):
         offered = offered or {}
         meta = mapping(offered.get("_meta"))
         fs = mapping(offered.get("fs"))
@@ -50,11 +51,11 @@ class ClientChannel:
             raise RuntimeError("the client channel is used before its connection is wired")
         return self.endpoint
 
-    def update(self, sid: str, update: dict, give_up: Callable[[], bool] | None = None) -> None:
+    def update(self, sid: str, update: dict[str, Any], give_up: Callable[[], bool] | None = None) -> None:
         """A session/update; while the client is not reading, it waits for room (`give_up` ends the wait)."""
         self._endpoint().notify(p.SESSION_UPDATE, {"sessionId": sid, "update": update}, give_up)
 
-    def notify(self, method: str, params: dict, give_up: Callable[[], bool] | None = None) -> None:
+    def notify(self, method: str, params: dict[str, Any], give_up: Callable[[], bool] | None = None) -> None:
         self._endpoint().notify(method, params, give_up)
 
     def tell(self, sid: str, line: str) -> None:
@@ -72,7 +73,7 @@ class ClientChannel:
             self.update(sid, p.agent_chunk(f"{marks.get(severity, '')}{title}{f' {description}' if description else ''}\n",
                                            str(uuid.uuid4())), give_up)
 
-    def ask(self, method: str, params: dict, cancel: Cancel) -> Sent:
+    def ask(self, method: str, params: dict[str, Any], cancel: Cancel) -> Sent:
         """One request to the client (a permission question, a file, a terminal), once settled:
         its result, a PeerError, or cancelled (no answer). A cancel of the turn ends the wait at
         once, and a request given up so is withdrawn (with acp.cancelRequest), so the editor can

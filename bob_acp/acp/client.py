@@ -12,7 +12,7 @@ the request is then withdrawn (`$/cancel_request`, with `acp.cancelRequest`).
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from bob_acp import threads
 from bob_acp.cancel import Cancel
@@ -26,7 +26,7 @@ CREATE, OUTPUT, WAIT, KILL, RELEASE = ("terminal/create", "terminal/output", "te
                                        "terminal/kill", "terminal/release")
 CLEANUP_WAIT = 5.0  # seconds a kill or release (sent after a cancel) is waited for, off the turn's thread
 
-Ask = Callable[[str, dict, Cancel], Sent]
+Ask = Callable[[str, dict[str, Any], Cancel], Sent]
 
 
 class EditorClient:
@@ -48,7 +48,7 @@ class EditorClient:
     def read(self, path: str, cancel: Cancel, line: int | None = None, limit: int | None = None) -> str | None:
         if not self.can_read:
             return None
-        params: dict = {"sessionId": self._sid, "path": path}
+        params: dict[str, Any] = {"sessionId": self._sid, "path": path}
         if line is not None:
             params["line"] = line
         if limit is not None:
@@ -76,7 +76,7 @@ class EditorClient:
 
     # ---- asking --------------------------------------------------------------------------------
 
-    def _answered(self, method: str, params: dict, cancel: Cancel, field: str, what: str, instead: str) -> str | None:
+    def _answered(self, method: str, params: dict[str, Any], cancel: Cancel, field: str, what: str, instead: str) -> str | None:
         """A string field of the client's answer; None, said in the log with what Bob does
         `instead`, when the client failed or its answer has no such field."""
         try:
@@ -92,7 +92,7 @@ class EditorClient:
             return None
         return value
 
-    def ask(self, method: str, params: dict, cancel: Cancel, within: float | None = -1.0) -> object:
+    def ask(self, method: str, params: dict[str, Any], cancel: Cancel, within: float | None = -1.0) -> object:
         """The result of one request; Cancelled when the turn is, ClientError for an error,
         ClientTimeout when the editor has not answered within `within` seconds (-1: the
         configured acp.clientTimeout; None: no limit but the cancel's)."""

@@ -3,6 +3,8 @@ session/new, load and resume answer with it; the slash menu and MCP problems sen
 
 from __future__ import annotations
 
+from typing import Any
+
 from bob_acp.acp import protocol as p
 from bob_acp.acp.session import Session
 from bob_acp.acp.updates import say_news
@@ -39,8 +41,8 @@ class Opener:
         self.selectors = selectors
         self.refs = refs  # the connection's tool-call numbering (made on first use: an engine import)
 
-    def make(self, sid: str, ws: Workspace, stored: list[dict] | None, servers: list | None,
-             runtime: Runtime, records: list | None = None) -> Session:
+    def make(self, sid: str, ws: Workspace, stored: list[dict[str, Any]] | None, servers: list[Any] | None,
+             runtime: Runtime, records: list[Any] | None = None) -> Session:
         """A session with the configuration `runtime` (its skills, tools, system prompt, as the
         folders are now), its conversation, its checkpoints (`records`: those of its file) and its
         way to the editor."""
@@ -75,7 +77,7 @@ class Opener:
         session.news.add((PLANTED_TITLE, ", ".join(said), "warning"))
         say_news(self.channel, session)
 
-    def _checkpoints(self, sid: str, conv: Conversation, cfg: Config, records: list | None) -> None:
+    def _checkpoints(self, sid: str, conv: Conversation, cfg: Config, records: list[Any] | None) -> None:
         from bob_acp import checkpoints
 
         if checkpoints.git_missing():
@@ -109,7 +111,7 @@ class Opener:
         return EditorClient(self.channel.ask, self.log, sid, read, write, run, runtime.hidden,
                             float(self.cfg.acp.clientTimeout))
 
-    def result(self, session: Session, result: dict) -> dict:
+    def result(self, session: Session, result: dict[str, Any]) -> dict[str, Any]:
         """A session/new, load or resume result, with the selectors when they are on. A session
         that asks less than `ask` always says so (its mode), so the client can show it."""
         if self.cfg.acp.configOptions:

@@ -18,14 +18,14 @@ def unknown_session(sid: str, reason: str = "") -> RpcError:
     return RpcError.invalid_params(f"session not found: {sid[:100]}", data=data)
 
 
-def required_str(params: dict, name: str) -> str:
+def required_str(params: dict[str, Any], name: str) -> str:
     value = params.get(name)
     if not isinstance(value, str):
         raise RpcError.invalid_params(f"{name}: {'required' if value is None else 'must be a string'}")
     return value
 
 
-def cwd_param(params: dict) -> str:
+def cwd_param(params: dict[str, Any]) -> str:
     return _folder(required_str(params, "cwd"), "cwd")
 
 
@@ -40,7 +40,7 @@ def _folder(path: str, name: str) -> str:
 MAX_ROOTS = 64
 
 
-def more_roots(params: dict, wanted: bool) -> list[str] | None:
+def more_roots(params: dict[str, Any], wanted: bool) -> list[str] | None:
     """`additionalDirectories` (acp.additionalDirectories), each checked like `cwd`; None when
     the request has none (or the feature is off: the field is then ignored, as before)."""
     value = params.get("additionalDirectories")
@@ -58,7 +58,7 @@ def more_roots(params: dict, wanted: bool) -> list[str] | None:
     return roots
 
 
-def mcp_servers(params: dict) -> list:
+def mcp_servers(params: dict[str, Any]) -> list[Any]:
     servers = params.get("mcpServers", [])
     if not isinstance(servers, list):
         raise RpcError.invalid_params("mcpServers: must be an array")

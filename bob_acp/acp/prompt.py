@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from bob_acp.jsontext import clean, decoded_size, text_or
@@ -18,7 +19,7 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 MAX_IMAGE_BYTES = 2 * 1024 * 1024  # decoded; its base64 (and a replay of it) stays within a frame
 
 
-def image_problem(block: dict) -> str | None:
+def image_problem(block: dict[str, Any]) -> str | None:
     """Why an image block cannot be given to the model, or None."""
     import base64
     import binascii
@@ -37,7 +38,7 @@ def image_problem(block: dict) -> str | None:
     return None
 
 
-def refusal(blocks: list, embedded: bool, pictures: bool) -> str | None:
+def refusal(blocks: list[Any], embedded: bool, pictures: bool) -> str | None:
     """Why a prompt is refused, naming its block, or None. Only with the opt-in prompt
     capabilities (acp.embeddedContext, acp.images); the default profile ignores what it does not
     take. An empty prompt (no block, or only empty text) is refused: there is nothing to ask."""
@@ -56,13 +57,13 @@ def refusal(blocks: list, embedded: bool, pictures: bool) -> str | None:
     return None
 
 
-def images(blocks: list) -> list[dict]:
+def images(blocks: list[Any]) -> list[dict[str, Any]]:
     """The prompt's image blocks, as the history keeps them ({mimeType, data}; checked already)."""
     return [{"mimeType": b["mimeType"], "data": b["data"]} for b in blocks
             if isinstance(b, dict) and b.get("type") == "image"]
 
 
-def flatten(blocks: list, embedded: bool = False, cap: int = 262144) -> str:
+def flatten(blocks: list[Any], embedded: bool = False, cap: int = 262144) -> str:
     """Text blocks concatenated; a resource_link becomes an attached-file line; with `embedded`
     (acp.embeddedContext), a resource block is given with its URI and its text (within `cap`
     bytes, saying what was cut) or, for a blob, its URI, type and size; others ignored.
@@ -86,7 +87,7 @@ def flatten(blocks: list, embedded: bool = False, cap: int = 262144) -> str:
     return "".join(parts)
 
 
-def embedded_text(resource: dict, cap: int) -> str:
+def embedded_text(resource: dict[str, Any], cap: int) -> str:
     """An embedded resource as the model reads it (how Zed sends an @-mentioned file or a
     selection, unsaved edits included)."""
     uri = text_or(resource.get("uri"), "(no URI)")

@@ -61,7 +61,7 @@ LANGUAGES = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".ts": 
              ".swift": "swift", ".cs": "csharp", ".xml": "xml", ".ini": "ini", ".cfg": "ini", ".txt": "text"}
 
 
-def permission_options(scope: str | None) -> list[dict]:
+def permission_options(scope: str | None) -> list[dict[str, Any]]:
     """`scope`: what allow_always covers, as the user reads it (a tool name, or a command);
     None: the call cannot be remembered, so no allow_always is offered."""
     options = [{"optionId": ALLOW, "name": "Allow", "kind": "allow_once"}]
@@ -72,64 +72,64 @@ def permission_options(scope: str | None) -> list[dict]:
     return options
 
 
-def text_block(text: str) -> dict:
+def text_block(text: str) -> dict[str, Any]:
     return {"type": "text", "text": bounded(text)}
 
 
-def agent_chunk(text: str, message_id: str | None = None) -> dict:
+def agent_chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
     return _chunk("agent_message_chunk", text, message_id)
 
 
-def thought_chunk(text: str, message_id: str | None = None) -> dict:
+def thought_chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
     return _chunk("agent_thought_chunk", text, message_id)
 
 
-def user_chunk(text: str, message_id: str | None = None) -> dict:
+def user_chunk(text: str, message_id: str | None = None) -> dict[str, Any]:
     return _chunk("user_message_chunk", text, message_id)
 
 
-def _chunk(kind: str, text: str, message_id: str | None) -> dict:
+def _chunk(kind: str, text: str, message_id: str | None) -> dict[str, Any]:
     frame = {"sessionUpdate": kind, "content": text_block(text)}
     if message_id:
         frame["messageId"] = message_id
     return frame
 
 
-def commands_update(commands: list[dict]) -> dict:
+def commands_update(commands: list[dict[str, Any]]) -> dict[str, Any]:
     return {"sessionUpdate": "available_commands_update", "availableCommands": commands}
 
 
-def usage_update(used: int, size: int, cost: float | None = None) -> dict:
-    frame: dict = {"sessionUpdate": "usage_update", "used": max(0, int(used)), "size": max(0, int(size))}
+def usage_update(used: int, size: int, cost: float | None = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"sessionUpdate": "usage_update", "used": max(0, int(used)), "size": max(0, int(size))}
     if cost is not None:
         frame["cost"] = {"amount": round(cost, 6), "currency": "USD"}
     return frame
 
 
-def notice(title: str, description: str | None = None, severity: str = "warning") -> dict:
+def notice(title: str, description: str | None = None, severity: str = "warning") -> dict[str, Any]:
     """A `notice` update (only to a client that advertised `session.notices`)."""
-    frame: dict = {"sessionUpdate": "notice", "severity": severity, "title": bounded(title, MAX_PATH) or "Bob"}
+    frame: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": bounded(title, MAX_PATH) or "Bob"}
     if description:
         frame["description"] = bounded(description)
     return frame
 
 
-def compaction_update(compaction_id: str, status: str, error: str | None = None) -> dict:
+def compaction_update(compaction_id: str, status: str, error: str | None = None) -> dict[str, Any]:
     """A `compaction_update` (only to a client that advertised `session.compaction`)."""
-    frame: dict = {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": status}
+    frame: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": status}
     if error:
         frame["error"] = bounded(error)
     return frame
 
 
-def compaction_summary_chunk(compaction_id: str, text: str) -> dict:
+def compaction_summary_chunk(compaction_id: str, text: str) -> dict[str, Any]:
     """A piece of a compaction's summary (only to a client that advertised `session.compaction`)."""
     return {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id,
             "content": {"type": "text", "text": bounded(text)}}
 
 
-def session_info_update(title: str | None = None, updated_at: str | None = None) -> dict:
-    frame: dict = {"sessionUpdate": "session_info_update"}
+def session_info_update(title: str | None = None, updated_at: str | None = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"sessionUpdate": "session_info_update"}
     if title is not None:
         frame["title"] = title
     if updated_at is not None:
@@ -137,7 +137,7 @@ def session_info_update(title: str | None = None, updated_at: str | None = None)
     return frame
 
 
-def text_content(text: str) -> dict:
+def text_content(text: str) -> dict[str, Any]:
     return {"type": "content", "content": text_block(text)}
 
 
@@ -156,7 +156,7 @@ def language_of(path: str) -> str:
     return LANGUAGES.get(os.path.splitext(path)[1].lower(), "")
 
 
-def diff_content(path: str, old_text: str | None, new_text: str) -> dict:
+def diff_content(path: str, old_text: str | None, new_text: str) -> dict[str, Any]:
     """A diff (a new file has no oldText at all: clients that get null skip or break on it)."""
     old_text, new_text = bounded_diff(old_text, new_text)
     frame = {"type": "diff", "path": path, "newText": new_text}
@@ -165,19 +165,19 @@ def diff_content(path: str, old_text: str | None, new_text: str) -> dict:
     return frame
 
 
-def terminal_content(terminal_id: str) -> dict:
+def terminal_content(terminal_id: str) -> dict[str, Any]:
     return {"type": "terminal", "terminalId": terminal_id}
 
 
-def location(path: str, line: int | None = None) -> dict:
+def location(path: str, line: int | None = None) -> dict[str, Any]:
     found: dict[str, Any] = {"path": bounded(path, MAX_PATH)}
     if line is not None:
         found["line"] = line
     return found
 
 
-def tool_call(ref: str, title: str, kind: str, raw_input: dict, locations: list[dict], status: str = "pending",
-              content: list[dict] | None = None, meta: dict | None = None) -> dict:
+def tool_call(ref: str, title: str, kind: str, raw_input: dict[str, Any], locations: list[dict[str, Any]], status: str = "pending",
+              content: list[dict[str, Any]] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     frame = {
         "sessionUpdate": "tool_call",
         "toolCallId": ref,
@@ -195,9 +195,9 @@ def tool_call(ref: str, title: str, kind: str, raw_input: dict, locations: list[
     return frame
 
 
-def tool_call_update(ref: str, status: str | None = None, content: list[dict] | None = None,
-                     raw_output: dict | None = None, meta: dict | None = None) -> dict:
-    frame: dict = {"sessionUpdate": "tool_call_update", "toolCallId": ref}
+def tool_call_update(ref: str, status: str | None = None, content: list[dict[str, Any]] | None = None,
+                     raw_output: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": ref}
     if status is not None:
         frame["status"] = status
     if content is not None:
@@ -209,8 +209,8 @@ def tool_call_update(ref: str, status: str | None = None, content: list[dict] | 
     return frame
 
 
-def tool_request(ref: str, title: str, kind: str, raw_input: dict, locations: list[dict],
-                 content: list[dict] | None = None) -> dict:
+def tool_request(ref: str, title: str, kind: str, raw_input: dict[str, Any], locations: list[dict[str, Any]],
+                 content: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The toolCall of a permission request (a ToolCallUpdate)."""
     frame = {"toolCallId": ref, "title": bounded(title, 4096), "kind": kind, "status": "pending",
              "rawInput": bounded_input(raw_input)}

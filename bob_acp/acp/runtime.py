@@ -36,7 +36,7 @@ class Runtime:
 
     def __init__(self, cfg: Config, problem: str | None, provider: Provider | ModelSet | None, no_model: str,
                  known: tuple[str, ...], child_env: dict[str, str], hidden: tuple[str, ...],
-                 signature: tuple | None):
+                 signature: tuple[Any, ...] | None):
         self.cfg = cfg
         self.problem = problem  # the config error this reading serves with the defaults, if any
         self.provider = provider
@@ -67,7 +67,7 @@ class Runtime:
         return self._engine
 
 
-def file_signature(path: str) -> tuple | None:
+def file_signature(path: str) -> tuple[Any, ...] | None:
     """What says the file changed, whichever way it was changed: its device, inode,
     modification time and size (None: no such file)."""
     try:

@@ -49,7 +49,7 @@ class Handlers:
 
     # ---- load / resume ---------------------------------------------------------------------
 
-    def prepare_load(self, params: dict) -> tuple[str, Workspace, list, Session | None, Runtime]:
+    def prepare_load(self, params: dict[str, Any]) -> tuple[str, Workspace, list[Any], Session | None, Runtime]:
         runtime = self.ready()
         sid = required_str(params, "sessionId")
         # Omitted or empty, no further roots (the protocol's rule): the client passes back what
@@ -68,11 +68,11 @@ class Handlers:
                 held.loading = True
         return sid, ws, servers, held, runtime
 
-    def abandon_load(self, prepared: tuple) -> None:
+    def abandon_load(self, prepared: tuple[Any, ...]) -> None:
         """The load cannot run after all (no thread for it): the session it was to replace is free."""
         self._release(prepared[3])
 
-    def load(self, params: dict, prepared: tuple | None = None) -> dict:
+    def load(self, params: dict[str, Any], prepared: tuple[Any, ...] | None = None) -> dict[str, Any]:
         sid, ws, servers, held, runtime = prepared or self.prepare_load(params)
         session, folder, notice = self._take_over(sid, ws, servers, held, runtime)
         replayed = self._replay(session)
@@ -84,7 +84,7 @@ class Handlers:
                       folder=folder, replayed=replayed)
         return self.opener.result(session, {})
 
-    def resume(self, params: dict) -> Reply:
+    def resume(self, params: dict[str, Any]) -> Reply:
         """The session registered again without a replay (the client has it); the model sees
         the whole history."""
         sid, ws, servers, held, runtime = self.prepare_load(params)
@@ -100,7 +100,7 @@ class Handlers:
 
         return Reply(self.opener.result(session, {}), after=after)
 
-    def fork(self, params: dict) -> Reply:
+    def fork(self, params: dict[str, Any]) -> Reply:
         """(acp.fork) A new session with the conversation of another so far (held here, or saved
         in `cwd`): its own id and file, a title that says it is a fork; the other goes on as it was."""
         runtime = self.ready()
@@ -136,7 +136,7 @@ class Handlers:
 
         return Reply(self.opener.result(session, {"sessionId": new}), after=after)
 
-    def _take_over(self, sid: str, ws: Workspace, servers: list, held: Session | None,
+    def _take_over(self, sid: str, ws: Workspace, servers: list[Any], held: Session | None,
                    runtime: Runtime) -> tuple[Session, str, str | None]:
         cwd = ws.cwd
         store = self.table.store(cwd)
@@ -183,7 +183,7 @@ class Handlers:
 
     # ---- list / close / delete ---------------------------------------------------------------
 
-    def list(self, params: dict) -> dict:
+    def list(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = params.get("cwd")
         cursor = params.get("cursor")
         if cursor is not None and not isinstance(cursor, str):
@@ -212,13 +212,13 @@ class Handlers:
             here = set()
         return held | self.cwds | here
 
-    def close(self, params: dict) -> dict:
+    def close(self, params: dict[str, Any]) -> dict[str, Any]:
         session = self.table.get(params)
         self.table.drop(session)
         self.log.info("[acp] session {session}: closed (its file stays)", session=session.id)
         return {}
 
-    def delete(self, params: dict) -> dict:
+    def delete(self, params: dict[str, Any]) -> dict[str, Any]:
         """Forget a session and delete its file. An id nobody knows (never was, or deleted
         already) succeeds silently, as the protocol says it SHOULD; a malformed id does not."""
         sid = required_str(params, "sessionId")
@@ -250,7 +250,7 @@ def _unreadable(sid: str, exc: sessions.SessionLoadError, doing: str) -> RpcErro
                                    data={"sessionId": sid, "error": exc.reason})
 
 
-def last_plan(messages: list[dict]) -> list[dict] | None:
+def last_plan(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """The entries of the last update_plan call that was run (None: no plan was set)."""
     from bob_acp.tools.plan import NAME, plan_entries
 
@@ -265,7 +265,7 @@ def last_plan(messages: list[dict]) -> list[dict] | None:
     return None
 
 
-def _info(item: ListedSession) -> dict:
+def _info(item: ListedSession) -> dict[str, Any]:
     info: dict[str, Any] = {"sessionId": item.id, "cwd": item.cwd, "updatedAt": item.updated_at}
     if item.title:
         info["title"] = item.title
@@ -274,7 +274,7 @@ def _info(item: ListedSession) -> dict:
     return info
 
 
-def replay_update(item: ReplayItem, ws: Workspace, recorded_status: bool = False) -> dict:
+def replay_update(item: ReplayItem, ws: Workspace, recorded_status: bool = False) -> dict[str, Any]:
     if item.kind == "user":
         return p.user_chunk(item.text, new_message_id())
     if item.kind == "image" and item.image is not None:

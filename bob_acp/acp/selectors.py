@@ -3,7 +3,7 @@ same mode as ACP modes for older clients), session/set_config_option and session
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
@@ -44,7 +44,7 @@ class Handlers:
         further names each serves (choices)."""
         return [option.value for option in self._models(session).options()]
 
-    def modes(self, session: Session) -> tuple:
+    def modes(self, session: Session) -> tuple[Any, ...]:
         """The approval modes this session can have (engine.unoffered_modes says which it cannot:
         sandboxed without a sandbox that holds here, neither it nor allow-edits over a folder as
         broad as the home folder); sandboxed says what its sandbox covers on this machine."""
@@ -64,7 +64,7 @@ class Handlers:
         """The reasoning levels the session's model takes (none for the script provider)."""
         return reasoning_levels(self._models(session).pick(session.conv.model).entry.settings.provider)
 
-    def options(self, session: Session) -> list[dict]:
+    def options(self, session: Session) -> list[dict[str, Any]]:
         conv = session.conv
         levels = self.levels(session)
         reasoning = [{"id": "reasoning", "name": "Reasoning", "category": "thought_level", "type": "select",
@@ -80,10 +80,10 @@ class Handlers:
                          for mode, name, text in self.modes(session)]},
         ] + (reasoning if levels else [])
 
-    def state(self, session: Session) -> dict:
+    def state(self, session: Session) -> dict[str, Any]:
         return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode, self.modes(session))}
 
-    def restore(self, session: Session, choices: dict) -> str | None:
+    def restore(self, session: Session, choices: dict[str, Any]) -> str | None:
         """The choices a session file kept (a model no longer offered falls back to model.name).
         A saved approval mode is restored only when it asks at least as much as the configured
         permissions.mode (a session file can come with a cloned repository); otherwise the
@@ -105,7 +105,7 @@ class Handlers:
         return (f"🔒 This session was saved in approval mode `{saved}`; it continues in `{configured}`, which asks "
                 "before tool calls as configured. Choose another mode in the mode selector to change it.")
 
-    def set_config_option(self, params: dict) -> dict:
+    def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         session = self.table.get(params)
         config_id, value = params.get("configId"), params.get("value")
         if config_id == "model":
@@ -125,7 +125,7 @@ class Handlers:
                                           f"(model, mode{', reasoning' if self.levels(session) else ''})")
         return {"configOptions": self.options(session)}
 
-    def set_mode(self, params: dict) -> dict:
+    def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         session = self.table.get(params)
         self._set_mode(session, params.get("modeId"), "modeId")
         return {}
@@ -178,7 +178,7 @@ def reasoning_levels(provider: str) -> tuple[str, ...]:
     return ()
 
 
-def modes_state(current: str, offered: tuple = MODES) -> dict:
+def modes_state(current: str, offered: tuple[Any, ...] = MODES) -> dict[str, Any]:
     """ACP's SessionModeState: the current approval mode and those there are."""
     return {"currentModeId": current,
             "availableModes": [{"id": mode, "name": name, "description": text} for mode, name, text in offered]}

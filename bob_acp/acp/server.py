@@ -121,7 +121,7 @@ class AgentServer:
         # answered. A session's own (its model, tools, permissions) is the reading it opened with.
         self.cfg = reader.current.cfg
         self.log = log
-        self.auth_methods: list[dict] = []  # advertised at initialize (acp.auth)
+        self.auth_methods: list[dict[str, Any]] = []  # advertised at initialize (acp.auth)
         self.closing = threading.Event()
         self.initialized = False
         self.channel = ClientChannel()
@@ -171,15 +171,15 @@ class AgentServer:
             table.setdefault(method, Route(self.unsupported(method)))
         return table
 
-    def notifications(self) -> dict:
+    def notifications(self) -> dict[str, Any]:
         return {p.SESSION_CANCEL: self.cancel}
 
     # ---- turns --------------------------------------------------------------------------------
 
-    def prepare_prompt(self, params: dict) -> tuple[Session, Turn]:
+    def prepare_prompt(self, params: dict[str, Any]) -> tuple[Session, Turn]:
         return self.rooms.turns.prepare(params)
 
-    def prompt(self, params: dict, prepared: tuple[Session, Turn] | None = None) -> Reply:
+    def prompt(self, params: dict[str, Any], prepared: tuple[Session, Turn] | None = None) -> Reply:
         return self.rooms.turns.prompt(params, prepared)
 
     def cancel_request(self, prepared: tuple[Session, Turn]) -> None:
@@ -189,52 +189,52 @@ class AgentServer:
     def abandon_prompt(self, prepared: tuple[Session, Turn]) -> None:
         self.rooms.turns.abandon(prepared)
 
-    def cancel(self, params: dict) -> None:
+    def cancel(self, params: dict[str, Any]) -> None:
         self.rooms.turns.cancel(params)
 
     # ---- saved sessions -------------------------------------------------------------------------
 
-    def prepare_load(self, params: dict) -> tuple:
+    def prepare_load(self, params: dict[str, Any]) -> tuple[Any, ...]:
         return self.rooms.saved.prepare_load(params)
 
-    def load(self, params: dict, prepared: tuple | None = None) -> dict:
+    def load(self, params: dict[str, Any], prepared: tuple[Any, ...] | None = None) -> dict[str, Any]:
         return self.rooms.saved.load(params, prepared)
 
-    def abandon_load(self, prepared: tuple) -> None:
+    def abandon_load(self, prepared: tuple[Any, ...]) -> None:
         self.rooms.saved.abandon_load(prepared)
 
-    def resume(self, params: dict) -> Reply:
+    def resume(self, params: dict[str, Any]) -> Reply:
         self.require_ready()
         return self.rooms.saved.resume(params)
 
-    def fork(self, params: dict) -> Reply:
+    def fork(self, params: dict[str, Any]) -> Reply:
         self.require_ready()
         return self.rooms.saved.fork(params)
 
-    def list_sessions(self, params: dict) -> dict:
+    def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
         self.require_initialized()  # (no model needed to list, close or delete what is on disk)
         return self.rooms.saved.list(params)
 
-    def close(self, params: dict) -> dict:
+    def close(self, params: dict[str, Any]) -> dict[str, Any]:
         self.require_initialized()
         return self.rooms.saved.close(params)
 
-    def delete(self, params: dict) -> dict:
+    def delete(self, params: dict[str, Any]) -> dict[str, Any]:
         self.require_initialized()
         return self.rooms.saved.delete(params)
 
     # ---- selectors ------------------------------------------------------------------------------
 
-    def set_config_option(self, params: dict) -> dict:
+    def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         self.require_initialized()
         return self.rooms.selectors.set_config_option(params)
 
-    def set_mode(self, params: dict) -> dict:
+    def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         self.require_initialized()
         return self.rooms.selectors.set_mode(params)
 
-    def unsupported(self, method: str) -> Callable[[dict], None]:
-        def handler(_params: dict) -> None:
+    def unsupported(self, method: str) -> Callable[[dict[str, Any]], None]:
+        def handler(_params: dict[str, Any]) -> None:
             if method.startswith("session/"):
                 self.require_initialized()
             raise RpcError.method_not_found(method)
@@ -261,7 +261,7 @@ class AgentServer:
 
     # ---- initialize / authenticate ---------------------------------------------------------
 
-    def initialize(self, params: dict) -> Any:
+    def initialize(self, params: dict[str, Any]) -> Any:
         version = params.get("protocolVersion")
         if isinstance(version, bool) or not isinstance(version, int):
             raise RpcError.invalid_params("protocolVersion: must be an integer")
@@ -294,7 +294,7 @@ class AgentServer:
             children.protect()
             sandbox.machine(bool(self.cfg.tools.sandboxNetwork))
 
-    def authenticate(self, params: dict) -> dict:
+    def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         from bob_acp.acp.params import required_str
 
         self.require_initialized()
@@ -327,7 +327,7 @@ class AgentServer:
 
     # ---- session/new ----------------------------------------------------------------------------
 
-    def new_session(self, params: dict) -> Reply:
+    def new_session(self, params: dict[str, Any]) -> Reply:
         runtime = self.require_ready()
         ws = workspace.of(cwd_param(params), more_roots(params, self.cfg.acp.additionalDirectories) or ())
         servers = mcp_servers(params)

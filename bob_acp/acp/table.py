@@ -38,7 +38,7 @@ class SessionTable:
 
     # ---- finding ------------------------------------------------------------------------------
 
-    def get(self, params: dict) -> Session:
+    def get(self, params: dict[str, Any]) -> Session:
         """The session a request names (-32602 when this connection does not hold it)."""
         sid = required_str(params, "sessionId")
         session = self.sessions.get(sid)
@@ -139,7 +139,7 @@ class SessionTable:
         is written (its configuration's secrets)."""
         return sessions.SessionStore(cwd, self.cfg.sessions.dir, redact, self.log)
 
-    def save(self, session: Session, sid: str | None = None, messages: list[dict] | None = None) -> None:
+    def save(self, session: Session, sid: str | None = None, messages: list[dict[str, Any]] | None = None) -> None:
         """Write the session's file (sessions.enabled); `sid` and `messages`: another file (the
         conversation /new set aside). A file another process changed is left as it is and the
         conversation goes on under a new id, which the user is told."""

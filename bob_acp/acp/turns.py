@@ -10,7 +10,7 @@ provider did meanwhile; a cancel after it is logged as too late.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import engine, sessions, skills, threads
 from bob_acp.acp import prompt as prompts
@@ -47,7 +47,7 @@ class Handlers:
 
     # ---- cancel --------------------------------------------------------------------------------
 
-    def cancel(self, params: dict) -> None:
+    def cancel(self, params: dict[str, Any]) -> None:
         sid = params.get("sessionId")
         session = self.table.held(sid) if isinstance(sid, str) else None
         if session is None:
@@ -62,7 +62,7 @@ class Handlers:
 
     # ---- prompt --------------------------------------------------------------------------------
 
-    def prepare(self, params: dict) -> tuple[Session, Turn]:
+    def prepare(self, params: dict[str, Any]) -> tuple[Session, Turn]:
         """On the dispatcher, in frame order: check the request, take the turn's place in the
         queue and register its Turn, before any later frame is routed."""
         self.ready(False)  # (never waits for a config file being read: the session has its own)
@@ -88,7 +88,7 @@ class Handlers:
         turn.ticket.release()
         self.table.turn_ended(session, turn)
 
-    def prompt(self, params: dict, prepared: tuple[Session, Turn] | None = None) -> Reply:
+    def prompt(self, params: dict[str, Any], prepared: tuple[Session, Turn] | None = None) -> Reply:
         session, turn = prepared or self.prepare(params)
         outcome: object = engine.CANCELLED  # waited, was cancelled: ran nothing, recorded nothing
         threads.doing.note(session=session.id, turn="waiting for the turn before it")
@@ -103,7 +103,7 @@ class Handlers:
         return Reply(lambda: self._answer(turn, outcome), guard=turn.lock)
 
     @staticmethod
-    def _answer(turn: Turn, outcome: object) -> dict:
+    def _answer(turn: Turn, outcome: object) -> dict[str, Any]:
         turn.answered = True
         if turn.cancel.is_set():
             return {"stopReason": engine.CANCELLED}
@@ -111,7 +111,7 @@ class Handlers:
             raise outcome
         return {"stopReason": outcome}
 
-    def _run(self, session: Session, blocks: list, turn: Turn) -> str | RpcError:
+    def _run(self, session: Session, blocks: list[Any], turn: Turn) -> str | RpcError:
         text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
         command = text.strip()
         sink = TurnSink(self.channel, self.log, session, turn.cancel)
@@ -121,7 +121,7 @@ class Handlers:
         finally:
             say_news(self.channel, session, sink, fresh_line=True)
 
-    def _command_or_turn(self, session: Session, blocks: list, text: str, command: str, sink: TurnSink,
+    def _command_or_turn(self, session: Session, blocks: list[Any], text: str, command: str, sink: TurnSink,
                          turn: Turn) -> str | RpcError:
         if command == "/new":
             return self.command_new(session, sink)

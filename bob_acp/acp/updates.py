@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
@@ -22,7 +22,7 @@ RAW_OUTPUT_LIMIT = p.MAX_TEXT
 CANCEL_FOLLOWS = 0.5  # seconds a "cancelled" permission answer waits for the session/cancel behind it
 
 
-def result_language(name: str, arguments: dict) -> str:
+def result_language(name: str, arguments: dict[str, Any]) -> str:
     """The fence's language for a tool's text result."""
     if name == "bash":
         return "console"
@@ -33,11 +33,11 @@ def result_language(name: str, arguments: dict) -> str:
     return ""
 
 
-def result_content(name: str, arguments: dict, output: str) -> list[dict]:
+def result_content(name: str, arguments: dict[str, Any], output: str) -> list[dict[str, Any]]:
     return [p.text_content(p.fenced(output, result_language(name, arguments)))]
 
 
-def locations(call: Call) -> list[dict]:
+def locations(call: Call) -> list[dict[str, Any]]:
     return [p.location(loc.path, loc.line) for loc in call.locations]
 
 
@@ -67,7 +67,7 @@ class TurnSink:
         self.terminal = channel.capabilities.terminal_output and not (client is not None and client.can_run)
         self._compression_failure_told = False
 
-    def send(self, update: dict) -> None:
+    def send(self, update: dict[str, Any]) -> None:
         # While the client is not reading, the turn waits for room; a cancelled turn stops waiting.
         self.channel.update(self.sid, update, self.cancel.is_set)
 
@@ -115,7 +115,7 @@ class TurnSink:
     def _terminal(self, call: Call) -> bool:
         return self.terminal and call.name == "bash"
 
-    def _proposed(self, call: Call) -> list[dict] | None:
+    def _proposed(self, call: Call) -> list[dict[str, Any]] | None:
         if call.preview is None:
             return None
         return [p.diff_content(call.preview.path, call.preview.old_text, call.preview.new_text)]
@@ -161,7 +161,7 @@ class TurnSink:
             self.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: {str(why)[:200]}")
         return choice
 
-    def plan(self, entries: list[dict]) -> None:
+    def plan(self, entries: list[dict[str, Any]]) -> None:
         self.send({"sessionUpdate": "plan", "entries": entries})
 
     def tool_running(self, call: Call) -> None:

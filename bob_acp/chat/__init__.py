@@ -82,11 +82,11 @@ class Chat:
         self.asker = asker
         self.cwd = cwd
         self.session_id = ""
-        self.commands: list[dict] = []
+        self.commands: list[dict[str, Any]] = []
         self.failed = False
         self._last_message = None
         self.last_interrupt = 0.0  # when a Ctrl-C last cancelled a turn
-        self.mcp_servers: list[dict] = []  # chat.mcpServers of Bob's config
+        self.mcp_servers: list[dict[str, Any]] = []  # chat.mcpServers of Bob's config
         self.skipped: list[str] = []  # the calls rejected because there was no terminal to ask on
         self.choices = Choices(self)
 
@@ -94,7 +94,7 @@ class Chat:
     def error(message: str) -> Said:
         return Said(message)
 
-    def call(self, method: str, params: dict) -> dict:
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request whose answer arrives with updates and permission requests in between.
         A Ctrl-C during a prompt cancels it (wherever it lands); a second one quits."""
         pending = self.agent.request(method, params)
@@ -119,7 +119,7 @@ class Chat:
             if response is not None:
                 return response
 
-    def _handle(self, event: tuple, pending: Sent | None) -> tuple[dict | None, bool]:
+    def _handle(self, event: tuple[Any, ...], pending: Sent | None) -> tuple[dict[str, Any] | None, bool]:
         """(the response, when this event is its answer; whether the person cancelled at a question)."""
         kind = event[0]
         if kind == "end":
@@ -164,7 +164,7 @@ class Chat:
         if method == "session/prompt" and time.monotonic() - since > 0.3:
             self.screen.spin(since)
 
-    def _retry(self, params: dict) -> None:
+    def _retry(self, params: dict[str, Any]) -> None:
         """A model call Bob retries (its `_bob/retry` notification): why, and when."""
         reason = visible.line(str(params.get("reason", "")))
         delay = params.get("delay")
@@ -172,7 +172,7 @@ class Chat:
         self.screen.clear_spinner()
         self.screen.line(f"↻ {reason}; retry {visible.line(str(params.get('attempt', '?')))}{when}", "yellow")
 
-    def _update(self, update: dict) -> None:
+    def _update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
         if kind == "available_commands_update":
             self.commands = update.get("availableCommands") or []
@@ -190,7 +190,7 @@ class Chat:
         self._last_message = message
         self.screen.update(update)
 
-    def _permission(self, params: dict, answer: queue.Queue) -> bool:
+    def _permission(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         """Answer a permission request; True when the person pressed Ctrl-C (the turn is cancelled)."""
         call = params.get("toolCall", {})
         title = visible.line(str(call.get("title", "a tool")))
@@ -216,7 +216,7 @@ class Chat:
             answer.put({"outcome": {"outcome": "cancelled"}})
             return True
         kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once"}[choice]
-        result: dict = {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}}
+        result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}}
         if choice == "reject" and reason:  # what to do instead: Bob gives it to the model with the rejection
             result["_meta"] = {"bob": {"reason": reason}}
         answer.put(result)
@@ -227,7 +227,7 @@ class Chat:
         init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {"_meta": {"bob": {"retries": True}}},
                                         "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
         _result(init, "bob-acp did not start")
-        params: dict = {"cwd": self.cwd, "mcpServers": self.mcp_servers}
+        params: dict[str, Any] = {"cwd": self.cwd, "mcpServers": self.mcp_servers}
         if resume or latest:
             try:
                 picked = self.choices.pick(latest)
@@ -251,7 +251,7 @@ class Chat:
         modes = mapping(result.get("modes"))
         self.show_mode(modes.get("currentModeId"))
 
-    def _give_back(self, folders: list) -> bool:
+    def _give_back(self, folders: list[Any]) -> bool:
         """Whether the person gives a saved session its further folders again: a session file
         is only a file (a cloned repository can ship one), so folders the person did not give
         in this run are asked about, and without a terminal to ask on, not given."""
@@ -322,18 +322,18 @@ class Chat:
         return "\n".join(lines + [KEYS])
 
 
-def _result(response: dict, what: str) -> dict:
+def _result(response: dict[str, Any], what: str) -> dict[str, Any]:
     if "error" in response:
         raise ChatError(f"{what}: {_error_line(response['error'])}")
     return response["result"]
 
 
-def _error_line(error: dict) -> str:
+def _error_line(error: dict[str, Any]) -> str:
     """An error in words: the one-line reason Bob gave, without the protocol's prefixes."""
     return visible.line(_error_words(error))
 
 
-def _error_words(error: dict) -> str:
+def _error_words(error: dict[str, Any]) -> str:
     data = mapping(error.get("data"))
     if data.get("error"):
         return str(data["error"])
@@ -345,7 +345,7 @@ def _error_words(error: dict) -> str:
     return message
 
 
-def _demo(env: dict) -> tuple[str, str, str]:
+def _demo(env: dict[str, Any]) -> tuple[str, str, str]:
     """(temporary folder, its config, the project folder) for the demo."""
     import orjson
 
@@ -481,7 +481,7 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
         chat.turn(text)
 
 
-def _config(path: str | None, env: dict | None = None) -> Any:
+def _config(path: str | None, env: dict[str, Any] | None = None) -> Any:
     """Bob's config as the agent reads it (the same code), or None when it cannot be used (the
     agent says why, at the first prompt)."""
     from bob_acp import config as config_module
@@ -493,7 +493,7 @@ def _config(path: str | None, env: dict | None = None) -> Any:
         return None
 
 
-def config_problem(path: str | None, env: dict | None = None) -> str | None:
+def config_problem(path: str | None, env: dict[str, Any] | None = None) -> str | None:
     """The one line saying why Bob's configuration cannot be used, or None."""
     from bob_acp import config as config_module
     from bob_acp.exceptions import ConfigError
@@ -505,13 +505,13 @@ def config_problem(path: str | None, env: dict | None = None) -> str | None:
     return None
 
 
-def chat_servers(path: str | None, env: dict) -> list[dict]:
+def chat_servers(path: str | None, env: dict[str, Any]) -> list[dict[str, Any]]:
     """The MCP servers Bob's config gives the chat's sessions (chat.mcpServers)."""
     cfg = _config(path, env)
     return list(cfg.chat.mcpServers) if cfg is not None else []
 
 
-def model_words(args: argparse.Namespace, env: dict | None = None) -> str:
+def model_words(args: argparse.Namespace, env: dict[str, Any] | None = None) -> str:
     """The model the agent will use, as its config and environment say."""
     cfg = _config(args.config, env)
     if cfg is None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import Any
 
 from bob_acp.acp import protocol as p
 from bob_acp.jsonrpc.endpoint import Endpoint, Route, Sent
@@ -75,7 +76,7 @@ class Agent:
         assert self.proc.stdin is not None and self.proc.stdout is not None  # (PIPE: for the type checker)
         self._to_agent, self._from_agent = self.proc.stdin, self.proc.stdout
         self.env = env
-        self.events: queue.Queue = queue.Queue()
+        self.events: queue.Queue[Any] = queue.Queue()
         put = self.events.put
         # Updates and retries in order with the answers (handled on the reader, before a later
         # answer settles): a prompt's last update is shown before its stop reason.
@@ -94,19 +95,19 @@ class Agent:
         self.endpoint.serve(stream, drain_timeout=0.1)
         self.events.put(("end", None))
 
-    def _question(self, params: dict) -> dict:
+    def _question(self, params: dict[str, Any]) -> dict[str, Any]:
         """A permission question: to the main thread, and its answer back (on a worker thread)."""
-        answer: queue.Queue = queue.Queue(maxsize=1)
+        answer: queue.Queue[Any] = queue.Queue(maxsize=1)
         self.events.put(("question", params, answer))
         return answer.get()
 
-    def request(self, method: str, params: dict) -> Sent:
+    def request(self, method: str, params: dict[str, Any]) -> Sent:
         """Send a request; ("answer", it) comes on the queue once it is settled."""
         sent = self.endpoint.request(method, params)
         sent.add_done_callback(lambda settled: self.events.put(("answer", settled)))
         return sent
 
-    def notify(self, method: str, params: dict) -> None:
+    def notify(self, method: str, params: dict[str, Any]) -> None:
         self.endpoint.notify(method, params)
 
     def last_words(self, count: int = 3) -> list[str]:

@@ -9,13 +9,14 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any, TextIO
 
 PASTE_WINDOW = 0.03  # seconds: lines arriving this close behind a line are one pasted block
 HISTORY_LINES = 1000
 
 
-def history_file(env: dict) -> str:
+def history_file(env: dict[str, Any]) -> str:
     from bob_acp import bobdir
 
     return os.path.join(bobdir.user_state(env), "chat-history")
@@ -25,7 +26,7 @@ class Prompter:
     """Reads prompts from stdin. On a terminal: readline's editing and history (kept between
     runs), and the lines of a paste joined into one prompt."""
 
-    def __init__(self, env: dict):
+    def __init__(self, env: dict[str, Any]):
         self.interactive = sys.stdin.isatty()
         self._history = history_file(env)
         self._readline: Any = None
@@ -139,7 +140,7 @@ class Asker:
     def can_ask(self) -> bool:
         return self.yes or self.no or self.tty_in is not None
 
-    def ask(self, title: str, scope: str | None, paint) -> tuple[str, str]:
+    def ask(self, title: str, scope: str | None, paint: Callable[[str, str], str]) -> tuple[str, str]:
         """(allow | allow_always | reject | cancelled, the reason given with a "no"). Ctrl-C:
         the turn is to be cancelled. `scope`: what "always" would cover; None when the agent
         offers no "always". The question names the tool, the command or path goes on its own

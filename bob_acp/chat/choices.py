@@ -4,7 +4,7 @@ the session's model and approval mode (its `configOptions`, `session/set_config_
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from bob_acp.chat import visible
 from bob_acp.chat.ask import Asker
@@ -19,7 +19,7 @@ class ChatPort(Protocol):
     screen: Screen
     asker: Asker
 
-    def call(self, method: str, params: dict) -> dict: ...
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]: ...
     def error(self, message: str) -> Exception: ...
 
 NEEDS_HISTORY = ("the saved sessions need sessions: {enabled: true} and acp: {sessionHistory: true} in Bob's "
@@ -30,16 +30,16 @@ NEEDS_OPTIONS = "the model and mode pickers need acp: {configOptions: true} in B
 class Choices:
     def __init__(self, chat: ChatPort):
         self.chat = chat
-        self.options: list[dict] = []  # the session's configOptions, as last answered
+        self.options: list[dict[str, Any]] = []  # the session's configOptions, as last answered
 
-    def take(self, result: dict) -> None:
+    def take(self, result: dict[str, Any]) -> None:
         options = result.get("configOptions")
         if isinstance(options, list):
             self.options = [o for o in options if isinstance(o, dict)]
 
     # ---- sessions -----------------------------------------------------------------------------
 
-    def sessions(self) -> list[dict]:
+    def sessions(self) -> list[dict[str, Any]]:
         """The saved sessions of the folder, newest first (an error in words when there are none to list)."""
         response = self.chat.call("session/list", {"cwd": self.chat.cwd})
         if "error" in response:
@@ -49,7 +49,7 @@ class Choices:
         found = response.get("result", {}).get("sessions")
         return [s for s in found if isinstance(s, dict)] if isinstance(found, list) else []
 
-    def show_sessions(self) -> list[dict]:
+    def show_sessions(self) -> list[dict[str, Any]]:
         found = self.sessions()
         screen = self.chat.screen
         if not found:
@@ -60,7 +60,7 @@ class Choices:
             screen.line(f"  {number:>2}. {when}  {title}  {self.chat.screen.paint(visible.line(str(item.get('sessionId'))), 'dim')}")
         return found
 
-    def pick(self, latest: bool) -> dict:
+    def pick(self, latest: bool) -> dict[str, Any]:
         """The listed session to go on with (its id and further folders): the latest, or the one
         the person picks."""
         if latest:
@@ -78,7 +78,7 @@ class Choices:
 
     # ---- the model and the mode -------------------------------------------------------------------
 
-    def option(self, option_id: str) -> dict:
+    def option(self, option_id: str) -> dict[str, Any]:
         for option in self.options:
             if option.get("id") == option_id:
                 return option

@@ -9,6 +9,7 @@ import itertools
 import os
 import re
 import time
+from typing import Any
 
 from bob_acp.chat import visible
 from bob_acp.jsontext import mapping
@@ -23,7 +24,7 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 _FENCE = re.compile(r"^(`{3,})[^\n`]*\n(.*?)\n?\1$", re.S)
 
 
-def use_colour(stream: "TextIO", env: dict) -> bool:
+def use_colour(stream: "TextIO", env: dict[str, Any]) -> bool:
     return stream.isatty() and "NO_COLOR" not in env and env.get("TERM") != "dumb"
 
 
@@ -43,14 +44,14 @@ class Screen:
         self.cwd = cwd
         self.quiet = quiet
         self.at_line_start = True
-        self.calls: dict[str, dict] = {}
+        self.calls: dict[str, dict[str, Any]] = {}
         self._spinner_on = False
         self._spin = itertools.cycle(SPINNER)
         self._tail_drawn = 0  # lines of rolling tail currently on screen
         self._tail_call = ""
         self._streaming: str | None = None  # "text" or "thought": what the current line holds
-        self.shown_diffs: dict[str, tuple] = {}  # toolCallId -> the proposed change already shown
-        self._usage: dict | None = None  # the last usage_update, shown once the turn ends
+        self.shown_diffs: dict[str, tuple[Any, ...]] = {}  # toolCallId -> the proposed change already shown
+        self._usage: dict[str, Any] | None = None  # the last usage_update, shown once the turn ends
         self._last_plan: list[tuple[str, str]] = []  # the plan as last shown
 
     def paint(self, text: str, *styles: str) -> str:
@@ -105,7 +106,7 @@ class Screen:
 
     # ---- updates -------------------------------------------------------------------------------
 
-    def update(self, update: dict) -> None:
+    def update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             if self._streaming == "thought":
@@ -130,7 +131,7 @@ class Screen:
         elif kind == "plan":
             self._plan(update)
 
-    def _plan(self, update: dict) -> None:
+    def _plan(self, update: dict[str, Any]) -> None:
         """The plan as a checklist, each time it changes (an update holds the whole plan)."""
         entries = [e for e in update.get("entries") or [] if isinstance(e, dict)]
         shown = [(str(e.get("status", "pending")), visible.line(str(e.get("content", "")))) for e in entries]
@@ -153,7 +154,7 @@ class Screen:
         self.line(f"context: {usage['used']:,} of {usage['size']:,} tokens ({share:.0f}%){cost}", "dim")
         self._usage = None
 
-    def _tool_call(self, update: dict) -> None:
+    def _tool_call(self, update: dict[str, Any]) -> None:
         self.calls[update["toolCallId"]] = dict(update)
         status = update.get("status", "pending")
         self._end_tail()
@@ -163,7 +164,7 @@ class Screen:
         if status in ("completed", "failed"):  # a replayed call
             self._result(update, status)
 
-    def _tool_update(self, update: dict) -> None:
+    def _tool_update(self, update: dict[str, Any]) -> None:
         call = self.calls.setdefault(update["toolCallId"], {})
         status = update.get("status")
         if status == "in_progress" and update.get("content"):
@@ -173,7 +174,7 @@ class Screen:
             self._end_tail()
             self._result(call, status)
 
-    def _live_tail(self, update: dict) -> None:
+    def _live_tail(self, update: dict[str, Any]) -> None:
         text = visible.body(unfence(_content_text(update)))
         lines = text.rstrip("\n").split("\n")[-TAIL_LINES:]
         if not self.live:
@@ -194,7 +195,7 @@ class Screen:
             self.out.flush()
         self._tail_drawn = 0
 
-    def _result(self, call: dict, status: str) -> None:
+    def _result(self, call: dict[str, Any], status: str) -> None:
         mark = self.paint("✓", "green") if status == "completed" else self.paint("✗", "red")
         raw = (call.get("rawOutput") or {}).get("output")
         rejected = raw == "[command rejected by the user]" or str(raw).startswith("[rejected by the user: ")
@@ -227,12 +228,12 @@ class Screen:
         return "".join(out)
 
 
-def _text_of(update: dict) -> str:
+def _text_of(update: dict[str, Any]) -> str:
     content = update.get("content") or {}
     return content.get("text", "") if isinstance(content, dict) else ""
 
 
-def _content_text(update: dict) -> str:
+def _content_text(update: dict[str, Any]) -> str:
     for item in update.get("content") or []:
         if item.get("type") == "content":
             return item.get("content", {}).get("text", "")

@@ -19,7 +19,7 @@ _BODY = re.compile(f"[{_ALWAYS}]")
 _LINE = re.compile(f"[{_ALWAYS}\\t\\n]")
 
 
-def _mark(match: re.Match) -> str:
+def _mark(match: re.Match[str]) -> str:
     char = match.group()
     code = ord(char)
     if char == "\x1b":

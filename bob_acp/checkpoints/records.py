@@ -17,8 +17,9 @@ import secrets
 import stat
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
-State = dict  # see the module's docstring; None where nothing is there
+State = dict[str, Any]  # see the module's docstring; None where nothing is there
 BY = ("bash", "write_file", "edit_file")
 
 
@@ -36,7 +37,7 @@ class Change:
     during: bool = False
     gap: bool = False
 
-    def data(self) -> dict:
+    def data(self) -> dict[str, Any]:
         item: dict[str, object] = {"root": self.root, "path": self.path, "before": self.before, "after": self.after,
                                    "by": self.by}
         if self.during:
@@ -58,10 +59,10 @@ class Record:
     changes: list[Change]
     notes: list[str] = field(default_factory=list)  # what it changed that could not be recorded
     undone: bool = False
-    messages: list[dict] = field(default_factory=list)  # what /undo took out of the conversation, for /redo
+    messages: list[dict[str, Any]] = field(default_factory=list)  # what /undo took out of the conversation, for /redo
     pending: int | None = None
 
-    def data(self) -> dict:
+    def data(self) -> dict[str, Any]:
         item = {"id": self.id, "changes": [c.data() for c in self.changes], "notes": self.notes,
                 "undone": self.undone, "messages": self.messages}
         if self.pending is not None:
@@ -69,7 +70,7 @@ class Record:
         return item
 
 
-def sign(key: bytes, session_id: str, item: dict) -> str:
+def sign(key: bytes, session_id: str, item: dict[str, Any]) -> str:
     import json
 
     body = {k: v for k, v in item.items() if k != "mac"}
@@ -77,7 +78,7 @@ def sign(key: bytes, session_id: str, item: dict) -> str:
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
-def signed(key: bytes, session_id: str, item: dict) -> bool:
+def signed(key: bytes, session_id: str, item: dict[str, Any]) -> bool:
     return hmac.compare_digest(str(item.get("mac", "")), sign(key, session_id, item))
 
 
@@ -130,7 +131,7 @@ _key_lock = threading.Lock()
 _session_key: list[bytes] = []  # (where no key file can be kept: this process's own)
 
 
-def user_key(env: dict | None = None) -> bytes:
+def user_key(env: dict[str, Any] | None = None) -> bytes:
     """The key that signs this user's records: kept in their state folder (0600), made once;
     where it cannot be kept, one for this process (records then hold only within it)."""
     from bob_acp import bobdir

@@ -23,7 +23,7 @@ import stat
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import threads
 from bob_acp.atomic import UMASK
@@ -208,7 +208,7 @@ class Checkpoints:
         said = [line for line in said if line]
         return ("Not recorded, so /undo will not take it back: " + "; ".join(said) + ".") if said else self._rebuilt()
 
-    def end_turn(self, messages: list[dict]) -> Record | None:
+    def end_turn(self, messages: list[dict[str, Any]]) -> Record | None:
         """After the turn: its record, when Bob's calls changed anything."""
         changes = [c for c in (self._collapse(chain) for chain in self._chains.values()) if c is not None]
         notes, self._notes, self._chains = self._notes, [], {}
@@ -263,7 +263,7 @@ class Checkpoints:
 
     # ---- /undo and /redo -----------------------------------------------------------------------
 
-    def undo(self, messages: list[dict], editor: restore.Editor | None, save: Callable[[], None]) -> str:
+    def undo(self, messages: list[dict[str, Any]], editor: restore.Editor | None, save: Callable[[], None]) -> str:
         record = next((r for r in reversed(self.records) if not r.undone), None)
         if record is None:
             return "↩️ Nothing to undo: " + self._why_nothing()
@@ -289,7 +289,7 @@ class Checkpoints:
             said.append("Not recorded, so not taken back: " + "; ".join(record.notes) + ".")
         return "\n".join(line for line in said if line)
 
-    def redo(self, messages: list[dict], editor: restore.Editor | None, save: Callable[[], None]) -> str:
+    def redo(self, messages: list[dict[str, Any]], editor: restore.Editor | None, save: Callable[[], None]) -> str:
         undone = [r for r in self.records if r.undone]
         if not undone:
             return "↪️ Nothing to redo: /redo puts back what the last /undo took, until a new turn."
@@ -344,7 +344,7 @@ class Checkpoints:
 
     # ---- kept with the session -----------------------------------------------------------------
 
-    def data(self, redact: Callable[[object], object] | None = None) -> list[dict]:
+    def data(self, redact: Callable[[object], object] | None = None) -> list[dict[str, Any]]:
         """The records, signed, for the session's file; `redact`: what they go through first (the
         configuration's secrets out of the messages an /undo took), so that the signature holds
         for what is written."""
@@ -590,7 +590,7 @@ def _git_head(root: str) -> bytes:
     return head
 
 
-def _title(messages: list[dict]) -> str:
+def _title(messages: list[dict[str, Any]]) -> str:
     from bob_acp import sessions
 
     return sessions.title_of(messages) or ""

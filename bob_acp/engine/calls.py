@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
 from bob_acp import history
-from bob_acp.history import CANCELLED_RESULT, NOT_RUN, REJECTED  # noqa: F401  (the engine's words)
+from bob_acp.history import CANCELLED_RESULT, NOT_RUN, REJECTED
+
+__all__ = ["CANCELLED_RESULT", "NOT_RUN", "REJECTED"]  # (the engine's words, re-exported; the rest is its own)
 from bob_acp.jsontext import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolResult
 from bob_acp.workspace import Workspace
@@ -17,7 +20,7 @@ from bob_acp.workspace import Workspace
 class Call:
     ref: str
     name: str
-    arguments: dict
+    arguments: dict[str, Any]
     tool: Tool | None
     title: str
     kind: str
@@ -31,7 +34,7 @@ class Call:
     terminal: str | None = None  # the editor's terminal it runs in (tools.clientTerminal)
 
 
-def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, ws: Workspace, per_command: bool) -> Call:
+def make_call(ref: str, name: str, arguments: dict[str, Any], tool: Tool | None, ws: Workspace, per_command: bool) -> Call:
     if tool is None:
         return Call(ref, name, arguments, None, clean(f"{name}: unknown tool"), "execute", [], name)
     grant: str | None
@@ -44,7 +47,7 @@ def make_call(ref: str, name: str, arguments: dict, tool: Tool | None, ws: Works
     return Call(ref, name, arguments, tool, clean(title), tool.kind, locations, grant)
 
 
-def result_message(messages: list[dict], call: Call, output: str, failed: bool = False) -> dict:
+def result_message(messages: list[dict[str, Any]], call: Call, output: str, failed: bool = False) -> dict[str, Any]:
     for message in reversed(messages):
         if message["role"] == "assistant":
             for recorded in message.get("tool_calls", ()):

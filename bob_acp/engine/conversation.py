@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bob_acp import compress
 from bob_acp.tools import BUILTIN
@@ -22,8 +22,8 @@ class Conversation:
     """One session's conversation; the engine changes it during a turn, /new and /compact."""
 
     workspace: Workspace
-    messages: list[dict]
-    skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
+    messages: list[dict[str, Any]]
+    skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.skills.Skill
     tools: ToolSet = BUILTIN
     allow_always: set[str] = field(default_factory=set)  # tool names, or grants (permissions.allowAlways: command)
     last_input_tokens: int | None = None  # the prompt's size at the last model call

@@ -70,7 +70,7 @@ class Sink(Protocol):
     def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
     def tool_terminal(self, call: Call) -> None: ...  # its output is in the editor's terminal call.terminal
     def tool_finished(self, call: Call, result: ToolResult) -> None: ...
-    def plan(self, entries: list[dict]) -> None: ...
+    def plan(self, entries: list[dict[str, Any]]) -> None: ...
     def usage(self, used: int, size: int, cost: float | None) -> None: ...
     # A compression of the history: in_progress, then completed (with its summary), failed (with
     # why) or cancelled; `automatic`: started by Bob near the context window, not by /compact.
@@ -161,7 +161,7 @@ def new_message_id() -> str:
 
 class Engine:
     def __init__(self, cfg: Config, provider: Provider | ModelSet | None, no_model_message: str = "", log: Logger | None = None,
-                 refs: Refs | None = None, env: dict | None = None, redact: Callable[[Any], Any] | None = None):
+                 refs: Refs | None = None, env: dict[str, Any] | None = None, redact: Callable[[Any], Any] | None = None):
         self.cfg = cfg
         # Every model a session may pick (a lone provider: the configured model alone).
         self.models = provider if isinstance(provider, ModelSet) else ModelSet.single(cfg, provider, log)
@@ -175,7 +175,7 @@ class Engine:
 
     # ---- conversations -----------------------------------------------------------------------
 
-    def new_conversation(self, ws: Workspace, catalog: Catalog, stored: list[dict] | None = None,
+    def new_conversation(self, ws: Workspace, catalog: Catalog, stored: list[dict[str, Any]] | None = None,
                          tools: ToolSet = BUILTIN, prompt: str | None = None) -> Conversation:
         """A fresh history holding the system prompt (`prompt`, or the one built for these),
         or a stored one whose system prompt is replaced by the current one."""
@@ -204,7 +204,7 @@ class Engine:
                                 "best-effort runs them with what this machine offers.")
         return conv
 
-    def reset(self, conv: Conversation) -> list[dict]:
+    def reset(self, conv: Conversation) -> list[dict[str, Any]]:
         """/new: the history back to its system prompt; returns the messages it held."""
         before = list(conv.messages)
         conv.messages[:] = conv.messages[:1]
@@ -228,7 +228,7 @@ class Engine:
     # ---- a turn ------------------------------------------------------------------------------
 
     def run_turn(self, conv: Conversation, text: str, sink: Sink, cancel: Cancel,
-                 typed: str | None = None, images: list[dict] | None = None) -> tuple[str, TurnStats]:
+                 typed: str | None = None, images: list[dict[str, Any]] | None = None) -> tuple[str, TurnStats]:
         """Run one prompt turn; returns (stop reason, stats) or raises TurnFailed. `typed`: what
         the user wrote, when `text` is Bob's rewrite of it (kept for the replay)."""
         stats = TurnStats()
@@ -521,7 +521,7 @@ class Engine:
             sink.compaction(compaction_id, "failed", automatic, error=why)
         return outcome
 
-    def _settle(self, conv: Conversation, question: dict, cancel: Cancel) -> None:
+    def _settle(self, conv: Conversation, question: dict[str, Any], cancel: Cancel) -> None:
         """Leave a valid history: every tool call answered; a question with no answer removed."""
         for call in history.unanswered_calls(conv.messages):
             conv.messages.append(history.tool_result(call, _cancelled(cancel) if cancel.is_set() else NOT_RUN, True))
@@ -546,7 +546,7 @@ class Engine:
         return option.entry.settings.window or self.cfg.context.window
 
     @staticmethod
-    def _sent(conv: Conversation, option: Option) -> list[dict]:
+    def _sent(conv: Conversation, option: Option) -> list[dict[str, Any]]:
         """The history as this model receives it: another model's reasoning left out (signed
         thinking and encrypted reasoning cannot cross to a model that did not make them)."""
         if not any("thinking" in m and m.get("by") not in (None, option.entry.id) for m in conv.messages):

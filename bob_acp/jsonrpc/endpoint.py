@@ -75,7 +75,7 @@ class Route:
     __slots__ = ("handler", "worker", "prepare", "cancel", "abandon")
 
     def __init__(self, handler: Callable[..., Any], worker: bool = False,
-                 prepare: Callable[[dict], Any] | None = None, cancel: Callable[[Any], None] | None = None,
+                 prepare: Callable[[dict[str, Any]], Any] | None = None, cancel: Callable[[Any], None] | None = None,
                  abandon: Callable[[Any], None] | None = None):
         self.handler = handler
         self.worker = worker
@@ -95,7 +95,7 @@ class Reply:
 
     __slots__ = ("result", "after", "guard")
 
-    def __init__(self, result: Any, after: Callable[[], None] | None = None, guard: ContextManager | None = None):
+    def __init__(self, result: Any, after: Callable[[], None] | None = None, guard: ContextManager[Any] | None = None):
         self.result = result
         self.after = after
         self.guard = guard
@@ -110,7 +110,7 @@ class PeerError(Exception):
         self.error = error
 
 
-class Sent(Future):
+class Sent(Future):  # type: ignore[type-arg]  # (a base class is read at run time: typing stays unloaded)
     """One of our requests in flight: a Future of the peer's result. It fails with PeerError for
     an error answer, and is cancelled (Future.cancel, from any thread) when we stop waiting for
     it or when the connection ends. `id`: what a cancellation notification names."""
@@ -129,14 +129,14 @@ class Sent(Future):
         return self
 
 
-def answer_of(sent: Future) -> object:
+def answer_of(sent: Future[Any]) -> object:
     """The result of a settled request; None when it has none (an error, or no answer)."""
     if sent.cancelled() or sent.exception() is not None:
         return None
     return sent.result()
 
 
-def _settle(sent: Future, result: object = None, error: object = None) -> None:
+def _settle(sent: Future[Any], result: object = None, error: object = None) -> None:
     """Settle a request unless it already is (a cancel from another thread may come first)."""
     try:
         if error is None:
@@ -155,7 +155,7 @@ class Endpoint:
         self,
         writer: Writer,
         routes: dict[str, Route],
-        notifications: dict[str, Callable[[dict], None]],
+        notifications: dict[str, Callable[[dict[str, Any]], None]],
         log: Any,
         on_close: Callable[[], None] | None = None,
         urgent: frozenset[str] = frozenset(),
@@ -177,13 +177,13 @@ class Endpoint:
         self._on_read = on_read  # called on the reader after each read of input, before its frames go on
         # SimpleQueue (C) hands a frame to the dispatcher faster than a Condition; the bound is
         # kept beside it, under its own lock, whose Condition the reader waits on when full.
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._inbox_frames = 0
         self._inbox_bytes = 0
         self._inbox_lock = threading.Lock()
         self._room = threading.Condition(self._inbox_lock)
         self._reader_waiting = False
-        self._run: list[tuple[dict, int]] = []  # (the reader's) frames read, not handed on yet
+        self._run: list[tuple[dict[str, Any], int]] = []  # (the reader's) frames read, not handed on yet
         self._run_bytes = 0
         self._held_frames = 0
         self._held_bytes = 0
@@ -205,9 +205,9 @@ class Endpoint:
         # cancel, dispatched and cancelled at once); a running one is stopped by its route.
         self._cancel_method = cancel_method
         self._cancel_lock = threading.Lock()
-        self._cancelled_ids: set = set()
-        self._running: dict = {}  # id key -> prepared value of a running cancellable request (None: preparing)
-        self._running_routes: dict = {}
+        self._cancelled_ids: set[Any] = set()
+        self._running: dict[tuple[Any, ...], Any] = {}  # id key -> prepared value of a running cancellable request (None: preparing)
+        self._running_routes: dict[tuple[Any, ...], Any] = {}
 
     # ---- outbound -------------------------------------------------------------------------
 
@@ -239,11 +239,11 @@ class Endpoint:
         """Have senders waiting for room in the output check their give_up again."""
         self._writer.wake()
 
-    def _forget(self, sent: Future) -> None:
+    def _forget(self, sent: Future[Any]) -> None:
         with self._pending_lock:
             self._pending.pop(sent.id, None)  # type: ignore[attr-defined]
 
-    def _send(self, frame: dict, give_up: Callable[[], bool] | None = None, hold: bool = True) -> bool:
+    def _send(self, frame: dict[str, Any], give_up: Callable[[], bool] | None = None, hold: bool = True) -> bool:
         try:
             data = codec.dumps(frame)
         except TypeError:
@@ -450,7 +450,7 @@ class Endpoint:
         with self._pending_lock:
             return slot_id in self._pending
 
-    def _settle(self, msg: dict) -> None:
+    def _settle(self, msg: dict[str, Any]) -> None:
         """A response to one of our requests; anything not well-formed settles it as an error."""
         msg_id = msg.get("id")
         slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
@@ -470,7 +470,7 @@ class Endpoint:
         else:
             _settle(sent, error="answer with neither result nor error")
 
-    def _enqueue(self, msg: dict, size: int) -> None:
+    def _enqueue(self, msg: dict[str, Any], size: int) -> None:
         """On the reader: a frame for the dispatcher, gathered into the run being read."""
         if "id" not in msg and msg["method"] in self._urgent:
             self._hand_on()
@@ -488,7 +488,7 @@ class Endpoint:
             self._run, self._run_bytes = [], 0
             self._hand(run, size)
 
-    def _hand(self, run: list, size: int, urgent: bool = False) -> None:
+    def _hand(self, run: list[Any], size: int, urgent: bool = False) -> None:
         """Queue a run, frame by frame within the bound: as many of its frames as there is room
         for go at once, the reader waits for room for the rest (urgent ones never wait)."""
         start = 0
@@ -539,7 +539,7 @@ class Endpoint:
             self._dispatcher_id = None
             self._dispatcher_done.set()
 
-    def _notified(self, msg: dict) -> None:
+    def _notified(self, msg: dict[str, Any]) -> None:
         method = msg["method"]
         handler = self._notifications.get(method)
         if handler is None:
@@ -551,7 +551,7 @@ class Endpoint:
         except Exception:
             self._log.error(f"notification {method} failed", detail=_traceback())
 
-    def _dispatch(self, msg: dict, size: int) -> None:
+    def _dispatch(self, msg: dict[str, Any], size: int) -> None:
         method = msg["method"]
         msg_id = msg.get("id", _NO_ID)
         if msg_id is _NO_ID:
@@ -582,7 +582,7 @@ class Endpoint:
             self._forget_running(key)
             self._log.warning(f"{method} refused: {self._held_frames} requests already held (server busy)")
             return self._respond_error(msg_id, RpcError.server_busy())
-        args: tuple = (params,)
+        args: tuple[Any, ...] = (params,)
         if route.prepare is not None:
             try:
                 args = (params, route.prepare(params))
@@ -622,13 +622,13 @@ class Endpoint:
             self._log.warning(f"{method} refused: cannot start a thread ({exc})")
             self._respond_error(msg_id, RpcError.internal_error(f"cannot start a thread for {method}: {self._limit()}"))
 
-    def _forget_running(self, key: object) -> None:
+    def _forget_running(self, key: tuple[Any, ...] | None) -> None:
         if key is not None:
             with self._cancel_lock:
                 self._running.pop(key, None)
                 self._running_routes.pop(key, None)
 
-    def _run_worker(self, route: Route, method: str, msg_id: object, args: tuple, size: int) -> None:
+    def _run_worker(self, route: Route, method: str, msg_id: object, args: tuple[Any, ...], size: int) -> None:
         try:
             # Its answer never waits for room in the output: the requests held are bounded, and
             # a worker blocked on a guard's lock would hold up a cancel on the dispatcher.
@@ -641,7 +641,7 @@ class Endpoint:
                 self._held_frames -= 1
                 self._held_bytes -= size
 
-    def _call(self, route: Route, method: str, msg_id: object, args: tuple,
+    def _call(self, route: Route, method: str, msg_id: object, args: tuple[Any, ...],
               give_up: Callable[[], bool] | None = None) -> None:
         try:
             result = route.handler(*args)
@@ -700,11 +700,11 @@ def _oversized_id(frame: Oversized) -> object:
         return None
 
 
-def _error_frame(msg_id: object, error: RpcError) -> dict:
+def _error_frame(msg_id: object, error: RpcError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_dict()}
 
 
-def _id_key(msg_id: object) -> tuple:
+def _id_key(msg_id: object) -> tuple[Any, ...]:
     """A request id as a key: 5 and "5" are two ids."""
     return (type(msg_id).__name__, msg_id)
 

@@ -22,7 +22,7 @@ class RpcError(Exception):
         self.message = message
         self.data = data
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data

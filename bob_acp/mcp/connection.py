@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
 from bob_acp import children, httpio, jsontext
@@ -34,12 +34,12 @@ class McpError(Exception):
 
 class Connection:
     name = ""
-    on_notification: Callable[[str, dict], None] = staticmethod(lambda method, params: None)
+    on_notification: Callable[[str, dict[str, Any]], None] = staticmethod(lambda method, params: None)
 
-    def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
+    def request(self, method: str, params: dict[str, Any], timeout: float, cancel: Cancel | None = None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def notify(self, method: str, params: dict | None = None) -> None:
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -99,13 +99,13 @@ def _error(what: str, error: object) -> McpError:
     return McpError(f"{what}: {jsontext.clean(str(message))[:300]}")
 
 
-def _result(what: str, result: object) -> dict:
+def _result(what: str, result: object) -> dict[str, Any]:
     if not isinstance(result, dict):
         raise McpError(f"{what}: the answer is not an object")
     return result
 
 
-def _settle(sent: Sent, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict:
+def _settle(sent: Sent, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict[str, Any]:
     problem = _interruption(what, timed_out, cancel, timeout)
     if problem is not None:
         raise problem
@@ -139,7 +139,7 @@ class StdioConnection(Connection):
     """A server started as a child process in its own process group (so no process of it
     outlives its session), stdin and stdout for the protocol, stderr to Bob's log."""
 
-    def __init__(self, name: str, command: str, args: list[str], env: dict, cwd: str, log: Logger):
+    def __init__(self, name: str, command: str, args: list[str], env: dict[str, Any], cwd: str, log: Logger):
         self.name = name
         self._log = log
         self._closing = False
@@ -199,7 +199,7 @@ class StdioConnection(Connection):
     def alive(self) -> bool:
         return self.proc.poll() is None and not self._endpoint.closed
 
-    def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
+    def request(self, method: str, params: dict[str, Any], timeout: float, cancel: Cancel | None = None) -> dict[str, Any]:
         sent = self._endpoint.request(method, params)
         timed_out = threading.Event()
 
@@ -222,7 +222,7 @@ class StdioConnection(Connection):
             unsubscribe()
         return _settle(sent, method, timed_out, cancel, timeout)
 
-    def notify(self, method: str, params: dict | None = None) -> None:
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         self._endpoint.notify(method, params if params is not None else {})
 
     def close(self) -> None:
@@ -288,7 +288,7 @@ class HttpConnection(Connection):
             self._ids += 1
             return self._ids
 
-    def request(self, method: str, params: dict, timeout: float, cancel: Cancel | None = None) -> dict:
+    def request(self, method: str, params: dict[str, Any], timeout: float, cancel: Cancel | None = None) -> dict[str, Any]:
         import requests
 
         msg_id = self._next_id()
@@ -297,7 +297,7 @@ class HttpConnection(Connection):
         # One wake-up for both ends of waiting, the user's cancel and mcp.timeout: set before the
         # server's headers, the POST is abandoned at once; after them, the socket is shut down.
         stopped = Cancel()
-        holder: dict = {}
+        holder: dict[str, Any] = {}
 
         def stop() -> None:
             stopped.set()
@@ -348,7 +348,7 @@ class HttpConnection(Connection):
             raise _error(method, answer["error"])
         return _result(method, answer.get("result"))
 
-    def _answer(self, response: requests.Response, msg_id: int, method: str) -> dict:
+    def _answer(self, response: requests.Response, msg_id: int, method: str) -> dict[str, Any]:
         if 300 <= response.status_code < 400:
             where = urlsplit(response.headers.get("Location") or "")
             target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
@@ -371,7 +371,7 @@ class HttpConnection(Connection):
             raise McpError(f"{method}: the answer is not a JSON-RPC message")
         return message
 
-    def _from_events(self, response: requests.Response, msg_id: int) -> dict:
+    def _from_events(self, response: requests.Response, msg_id: int) -> dict[str, Any]:
         lines = (raw.decode("utf-8", "replace") for raw in httpio.arriving_lines(response.raw, MAX_ANSWER, _too_long))
         for _name, data in httpio.events(lines):
             if not data.strip():
@@ -392,15 +392,15 @@ class HttpConnection(Connection):
                 self._post({"jsonrpc": "2.0", "id": message["id"], **reply})
         raise McpError("the event stream ended without the answer")
 
-    def _post(self, message: dict) -> None:
+    def _post(self, message: dict[str, Any]) -> None:
         try:
             self._http.post(self.url, data=jsontext.dumps(message), headers=self._headers, timeout=(10, 10))
         except Exception as exc:  # a notification that cannot be delivered changes nothing here
             self._log.info(f"[mcp] {self.name}: could not send {message.get('method', 'an answer')}: {exc}")
 
-    def notify(self, method: str, params: dict | None = None) -> None:
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Sent before returning: notifications/initialized must reach the server before tools/list."""
-        message: dict = {"jsonrpc": "2.0", "method": method}
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
         self._post(message)

@@ -7,7 +7,7 @@ import hashlib
 import re
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
@@ -37,11 +37,11 @@ class McpServer:
         self.connection = connection
         self.timeout = float(cfg.mcp.timeout)
         self.log = log
-        self.listed: list[dict] = []
+        self.listed: list[dict[str, Any]] = []
         self.changed = threading.Event()  # the server said its tools changed
         connection.on_notification = self._notified
 
-    def _notified(self, method: str, params: dict) -> None:
+    def _notified(self, method: str, params: dict[str, Any]) -> None:
         if method == "notifications/tools/list_changed":
             self.changed.set()
 
@@ -58,7 +58,7 @@ class McpServer:
     def list_tools(self, cancel: Cancel | None = None) -> None:
         """The server's tools, page after page, within mcp.timeout in all (a server that pages
         for ever is cut off there) and ended at once by `cancel`."""
-        found: list[dict] = []
+        found: list[dict[str, Any]] = []
         cursor = None
         deadline = time.monotonic() + self.timeout
         for _ in range(MAX_PAGES):
@@ -76,14 +76,14 @@ class McpServer:
         self.changed.clear()
         self.listed = found
 
-    def call(self, tool: str, arguments: dict, cancel: Cancel) -> dict:
+    def call(self, tool: str, arguments: dict[str, Any], cancel: Cancel) -> dict[str, Any]:
         return self.connection.request("tools/call", {"name": tool, "arguments": arguments}, self.timeout, cancel)
 
 
 class McpTool(Tool):
     """A server's tool, as the model and the client see it."""
 
-    def __init__(self, name: str, server: McpServer, spec: dict):
+    def __init__(self, name: str, server: McpServer, spec: dict[str, Any]):
         self.name = name
         self.server = server
         self.tool = spec["name"]
@@ -94,7 +94,7 @@ class McpTool(Tool):
         annotations = mapping(spec.get("annotations"))
         self.kind = "read" if annotations.get("readOnlyHint") is True else "execute"
 
-    def title(self, args: dict) -> str:
+    def title(self, args: dict[str, Any]) -> str:
         return f"{self.server.name}: {self.tool}"
 
     @property
@@ -102,10 +102,10 @@ class McpTool(Tool):
         # The server's name and the tool's own: the display name can be rebuilt for another tool.
         return f"mcp:{self.server.name}\0{self.tool}"
 
-    def grant(self, args: dict, ws: Workspace) -> str:
+    def grant(self, args: dict[str, Any], ws: Workspace) -> str:
         return f"{self.grant_key}: {jsontext.dumps(args, option=None).decode()}"
 
-    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         if not self.server.connection.alive:
             return ToolResult(f"error: the MCP server '{self.server.name}' is gone; its tools are unavailable",
                               failed=True)
@@ -118,7 +118,7 @@ class McpTool(Tool):
         return ToolResult(result_text(result), failed=result.get("isError") is True)
 
 
-def result_text(result: dict) -> str:
+def result_text(result: dict[str, Any]) -> str:
     """A tools/call result as the model reads it: text joined; other content said in a line."""
     parts = []
     for item in result.get("content") or []:
@@ -252,11 +252,11 @@ class SessionTools:
     def get(self, name: str) -> Tool | None:
         return self._current.get(name)
 
-    def specs(self) -> list[dict]:
+    def specs(self) -> list[dict[str, Any]]:
         return self._current.specs()
 
 
-def start_servers(specs: list, cwd: str, cfg: Config, env: dict | None, log: Logger, sid: str) -> McpSet:
+def start_servers(specs: list[Any], cwd: str, cfg: Config, env: dict[str, Any] | None, log: Logger, sid: str) -> McpSet:
     """Connect to every server the client gave, in parallel; those not ready within mcp.timeout
     are closed and reported. Never raises: a server that fails is a problem line, not an error."""
     import os
@@ -301,7 +301,7 @@ def start_servers(specs: list, cwd: str, cfg: Config, env: dict | None, log: Log
     return McpSet(servers, problems, log)
 
 
-def _unique_names(specs: list) -> list[str]:
+def _unique_names(specs: list[Any]) -> list[str]:
     """Each server's name, made unique in the session (a grant names its server)."""
     names: list[str] = []
     for index, spec in enumerate(specs):
@@ -318,7 +318,7 @@ def _name_of(spec: object, index: int) -> str:
     return jsontext.clean(name)[:64] if isinstance(name, str) and name else f"server{index + 1}"
 
 
-def _connection(spec: object, name: str, cwd: str, env: dict, log: Logger) -> Connection:
+def _connection(spec: object, name: str, cwd: str, env: dict[str, Any], log: Logger) -> Connection:
     if not isinstance(spec, dict):
         raise McpError("is not an object")
     kind = spec.get("type", "stdio")

@@ -10,7 +10,7 @@ tool use goes on.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
@@ -49,13 +49,13 @@ def tool_id(call_id: str) -> str:
     return _NOT_IN_ID.sub("_", call_id) or "call"
 
 
-def to_wire(messages: list[dict], cache: bool = True) -> tuple[list[dict], list[dict]]:
+def to_wire(messages: list[dict[str, Any]], cache: bool = True) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(system blocks, messages with strictly alternating roles); with `cache`, a breakpoint on
     the system prompt and on the latest message's last block."""
     system = [{"type": "text", "text": m["content"]} for m in messages if m["role"] == "system" and m["content"]]
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
 
-    def add(role: str, blocks: list[dict]) -> None:
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)
         else:
@@ -103,7 +103,7 @@ class AnthropicProvider:
                           "Accept": "text/event-stream"}, env, models_path="/v1/models")
         self.url = self.wire.url
 
-    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> ModelReply:
         system, wire = to_wire(messages)
         settings = self.settings
@@ -111,7 +111,7 @@ class AnthropicProvider:
         max_tokens = settings.maxTokens or DEFAULT_MAX_TOKENS
         if thinking:
             max_tokens = max(max_tokens, thinking + 1024)  # the budget is part of max_tokens
-        body: dict = {"model": model or settings.name, "max_tokens": max_tokens, "messages": wire,
+        body: dict[str, Any] = {"model": model or settings.name, "max_tokens": max_tokens, "messages": wire,
                       "stream": True}
         if system:
             body["system"] = system
@@ -131,7 +131,7 @@ class AnthropicProvider:
 def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> ModelReply:
     """A Messages event stream into a ModelReply; every shape is checked as it arrives."""
     text: list[str] = []
-    blocks: dict[int, dict] = {}
+    blocks: dict[int, dict[str, Any]] = {}
     usage = Usage()
     stopped = truncated = False
     answer, reasoning = Joiner(), Joiner()
@@ -181,7 +181,7 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
                  truncated=truncated)
 
 
-def returnable(block: dict) -> bool:
+def returnable(block: dict[str, Any]) -> bool:
     """Whether a thinking block may be sent back: the API wants signed thinking (and redacted
     thinking with its data) exactly as it came, and refuses an unsigned one (a proxy that drops
     signatures); those were shown as thoughts and stay out of every later request."""
@@ -192,14 +192,14 @@ def returnable(block: dict) -> bool:
     return False
 
 
-def _index(payload: dict, default: int) -> int:
+def _index(payload: dict[str, Any], default: int) -> int:
     index = payload.get("index", default)
     if isinstance(index, bool) or not isinstance(index, int):
         raise malformed("a content block index is not a number")
     return index
 
 
-def _new_block(block: dict) -> dict:
+def _new_block(block: dict[str, Any]) -> dict[str, Any]:
     kind = block.get("type")
     name, block_id = block.get("name", ""), block.get("id", "")
     return {"type": kind, "id": block_id, "name": name, "json": [], "input": block.get("input"),
@@ -208,7 +208,7 @@ def _new_block(block: dict) -> dict:
             "data": block.get("data")}
 
 
-def _delta(payload: dict, blocks: dict[int, dict], text: list[str], answer: Joiner, reasoning: Joiner,
+def _delta(payload: dict[str, Any], blocks: dict[int, dict[str, Any]], text: list[str], answer: Joiner, reasoning: Joiner,
            stream: Stream) -> None:
     delta = payload.get("delta")
     if not isinstance(delta, dict):
@@ -257,7 +257,7 @@ def _take_usage(value: object, usage: Usage) -> None:
         usage.output = counts["output_tokens"]
 
 
-def _tool_call(block: dict) -> ToolCall:
+def _tool_call(block: dict[str, Any]) -> ToolCall:
     name = block["name"]
     if not isinstance(name, str) or not name:
         raise ModelError("model returned a tool call without a name")
@@ -268,7 +268,7 @@ def _tool_call(block: dict) -> ToolCall:
     return ToolCall(block["id"] or new_call_id(), name, parse_arguments(jsontext.clean(name), arguments))
 
 
-def _thinking_block(block: dict) -> dict:
+def _thinking_block(block: dict[str, Any]) -> dict[str, Any]:
     if block["type"] == "redacted_thinking":
         return {"type": "redacted_thinking", "data": block["data"] if isinstance(block["data"], str) else ""}
     return {"type": "thinking", "thinking": jsontext.clean("".join(block["thinking"])), "signature": block["signature"]}

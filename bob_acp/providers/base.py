@@ -24,7 +24,7 @@ string id and name and object arguments), so a session that is saved can always 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from bob_acp.exceptions import ModelError
 from bob_acp.jsontext import clean, clean_tree
@@ -71,7 +71,7 @@ class ModelReply:
     __slots__ = ("text", "tool_calls", "input_tokens", "thinking", "usage", "truncated")
 
     def __init__(self, text: str = "", tool_calls: list[ToolCall] | None = None, input_tokens: int | None = None,
-                 thinking: list[dict] | None = None, usage: Usage | None = None, truncated: bool = False):
+                 thinking: list[dict[str, Any]] | None = None, usage: Usage | None = None, truncated: bool = False):
         self.text = text
         self.tool_calls = tool_calls or []
         self.usage = usage or Usage(input_tokens)
@@ -112,7 +112,7 @@ class TextOnly(Quiet):
 class Provider(Protocol):
     name: str
 
-    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> ModelReply: ...
 
 

@@ -69,7 +69,7 @@ class Lease:
 
 
 @contextmanager
-def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, settings: ModelSettings, cancel: Cancel,
+def stream_lines(pool: SessionPool, url: str, headers: dict[str, Any], body: dict[str, Any], settings: ModelSettings, cancel: Cancel,
                  error_message: Callable[[Any], str | None], secrets: tuple[str, ...] = (),
                  stream: Stream | None = None, total_budget: float = TOTAL_BUDGET) -> Iterator[Iterator[str]]:
     """POST `body` and yield an iterator over the response's lines (decoded UTF-8; CR, LF and
@@ -95,7 +95,7 @@ def stream_lines(pool: SessionPool, url: str, headers: dict, body: dict, setting
 
 
 @contextmanager
-def _stream_lines(lease: Lease, url: str, headers: dict, body: dict, settings: ModelSettings, cancel: Cancel,
+def _stream_lines(lease: Lease, url: str, headers: dict[str, Any], body: dict[str, Any], settings: ModelSettings, cancel: Cancel,
                   error_message: Callable[[Any], str | None], stream: Stream,
                   total_budget: float) -> Iterator[Iterator[str]]:
     import requests
@@ -243,7 +243,7 @@ class Wire:
                 self.headers[key_header] = key_prefix + key
         self.extra_body = settings.extraBody
 
-    def body(self, body: dict) -> dict:
+    def body(self, body: dict[str, Any]) -> dict[str, Any]:
         """`body` with model.extraBody merged in (its keys win: a gateway's routing, a server's
         template options)."""
         return {**body, **self.extra_body} if self.extra_body else body

@@ -7,7 +7,7 @@ extension of the one before it: nothing per call (no timestamps) and a stable or
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
@@ -26,12 +26,12 @@ REASONING_LEVELS = ("default", "low", "medium", "high")  # reasoning_effort ("de
 
 
 
-def to_wire(messages: list[dict]) -> list[dict]:
+def to_wire(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for message in messages:
         role = message["role"]
         if role == "assistant":
-            wire: dict = {"role": "assistant", "content": message["content"]}
+            wire: dict[str, Any] = {"role": "assistant", "content": message["content"]}
             if message.get("tool_calls"):
                 wire["content"] = message["content"] or ""  # some local servers reject null
                 wire["tool_calls"] = [
@@ -42,7 +42,7 @@ def to_wire(messages: list[dict]) -> list[dict]:
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
         elif role == "user" and history.images_of(message):
-            parts: list[dict] = [{"type": "text", "text": history.text_of(message)}]
+            parts: list[dict[str, Any]] = [{"type": "text", "text": history.text_of(message)}]
             parts += [{"type": "image_url", "image_url": {"url": f"data:{i['mimeType']};base64,{i['data']}"}}
                       for i in history.images_of(message)]
             out.append({"role": role, "content": parts})
@@ -66,10 +66,10 @@ class OpenAIProvider:
                          {"Content-Type": "application/json", "Accept": "text/event-stream"}, env)
         self.url = self.wire.url
 
-    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> ModelReply:
         settings = self.settings
-        body: dict = {"model": model or settings.name, "messages": to_wire(messages), "stream": True,
+        body: dict[str, Any] = {"model": model or settings.name, "messages": to_wire(messages), "stream": True,
                       "stream_options": {"include_usage": True}}
         if tools:
             body["tools"] = [{"type": "function", "function": t} for t in tools]
@@ -88,7 +88,7 @@ class OpenAIProvider:
 def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> ModelReply:
     """A Chat Completions event stream into a ModelReply; every shape is checked as it arrives."""
     text: list[str] = []
-    calls: dict[int, dict] = {}
+    calls: dict[int, dict[str, Any]] = {}
     usage = Usage()
     finished = truncated = False
     answer, reasoning = Joiner(), Joiner()
@@ -190,7 +190,7 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _merge_call(calls: dict[int, dict], part: object) -> None:
+def _merge_call(calls: dict[int, dict[str, Any]], part: object) -> None:
     """Assemble tool-call deltas by index: id and name are taken once (some servers repeat them
     in every chunk), argument pieces are appended; arguments sent whole as an object are taken."""
     if not isinstance(part, dict):

@@ -38,16 +38,16 @@ REASONING_LEVELS = ("default", "low", "medium", "high")  # reasoning.effort ("de
 REASONING = "reasoning"  # the type of the items kept in the history's `thinking` and sent back
 
 
-def to_input(messages: list[dict]) -> tuple[str, list[dict]]:
+def to_input(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """(instructions, input items) for a history."""
     instructions = "\n\n".join(m["content"] for m in messages if m["role"] == "system" and m["content"])
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     for message in messages:
         role = message["role"]
         if role == "user":
             images = history.images_of(message)
             if images:
-                parts: list[dict] = [{"type": "input_text", "text": history.text_of(message)}]
+                parts: list[dict[str, Any]] = [{"type": "input_text", "text": history.text_of(message)}]
                 parts += [{"type": "input_image", "image_url": f"data:{i['mimeType']};base64,{i['data']}"}
                           for i in images]
                 items.append({"role": "user", "content": parts})
@@ -83,11 +83,11 @@ class ResponsesProvider:
                          {"Content-Type": "application/json", "Accept": "text/event-stream"}, env)
         self.url = self.wire.url
 
-    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> ModelReply:
         settings = self.settings
         instructions, items = to_input(messages)
-        body: dict = {"model": model or settings.name}
+        body: dict[str, Any] = {"model": model or settings.name}
         if instructions:
             body["instructions"] = instructions
         body.update({"input": items, "stream": True, "store": False, "include": ["reasoning.encrypted_content"]})
@@ -109,8 +109,8 @@ class ResponsesProvider:
 def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None = None) -> ModelReply:
     """A Responses event stream into a ModelReply; every shape is checked as it arrives."""
     text: list[str] = []
-    calls: dict[Any, dict] = {}  # by output_index (item_id when a server leaves the index out)
-    kept: list[dict] = []  # reasoning items to send back
+    calls: dict[Any, dict[str, Any]] = {}  # by output_index (item_id when a server leaves the index out)
+    kept: list[dict[str, Any]] = []  # reasoning items to send back
     usage = Usage()
     finished = truncated = False
     answer, thoughts = Joiner(), Joiner()
@@ -164,14 +164,14 @@ def read_stream(lines: Iterable[str], stream: Stream, idle_timeout: float | None
     return ModelReply("".join(text), tool_calls, thinking=kept, usage=usage, truncated=truncated)
 
 
-def _delta(event: dict) -> str:
+def _delta(event: dict[str, Any]) -> str:
     delta = event.get("delta")
     if not isinstance(delta, str):
         raise malformed(f"{event.get('type')}: delta is not text")
     return delta
 
 
-def _reasoning_delta(event: dict) -> str:
+def _reasoning_delta(event: dict[str, Any]) -> str:
     """Reasoning is display-only: a piece of the wrong shape is dropped (and logged), never the turn failed."""
     delta = event.get("delta")
     if isinstance(delta, str):
@@ -180,7 +180,7 @@ def _reasoning_delta(event: dict) -> str:
     return ""
 
 
-def _key(event: dict) -> Any:
+def _key(event: dict[str, Any]) -> Any:
     index = event.get("output_index")
     if isinstance(index, int) and not isinstance(index, bool):
         return index
@@ -193,14 +193,14 @@ def _key(event: dict) -> Any:
     raise malformed(f"{event.get('type')}: neither output_index nor item_id")
 
 
-def _item(event: dict) -> dict:
+def _item(event: dict[str, Any]) -> dict[str, Any]:
     item = event.get("item")
     if not isinstance(item, dict):
         raise malformed(f"{event.get('type')}: item is not an object")
     return item
 
 
-def _start_item(calls: dict[Any, dict], event: dict) -> None:
+def _start_item(calls: dict[Any, dict[str, Any]], event: dict[str, Any]) -> None:
     item = _item(event)
     if item.get("type") != "function_call":
         return
@@ -215,14 +215,14 @@ def _start_item(calls: dict[Any, dict], event: dict) -> None:
         calls.setdefault(item["id"], call)  # deltas that name the item instead of its index
 
 
-def _call_of(calls: dict[Any, dict], event: dict) -> dict:
+def _call_of(calls: dict[Any, dict[str, Any]], event: dict[str, Any]) -> dict[str, Any]:
     for key in (event.get("output_index"), event.get("item_id")):
         if key is not None and not isinstance(key, bool) and key in calls:
             return calls[key]
     raise malformed(f"{event.get('type')} for a function call that was never started")
 
 
-def _finish_item(calls: dict[Any, dict], kept: list[dict], event: dict) -> None:
+def _finish_item(calls: dict[Any, dict[str, Any]], kept: list[dict[str, Any]], event: dict[str, Any]) -> None:
     item = _item(event)
     kind = item.get("type")
     if kind == REASONING:

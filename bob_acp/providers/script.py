@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from bob_acp import history, jsontext
 from bob_acp.cancel import Cancel
@@ -32,9 +32,9 @@ class ScriptProvider:
             raise ValueError("the script provider needs model.script")  # (make_provider checks it first)
         self.path: str = settings.script
         self._lock = threading.Lock()
-        self._cache: tuple[float, dict] | None = None
+        self._cache: tuple[float, dict[str, Any]] | None = None
 
-    def generate(self, messages: list[dict], tools: list[dict], stream: Stream, cancel: Cancel,
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], stream: Stream, cancel: Cancel,
                  model: str | None = None, reasoning: str | None = None) -> ModelReply:
         script = self._load()
         turn_index, turn = _choose_turn(script, messages)
@@ -43,7 +43,7 @@ class ScriptProvider:
         reply = replies[k] if k < len(replies) else (script.get("fallback") or NO_MORE)
         return self._play(reply, turn_index, k, stream, cancel)
 
-    def _load(self) -> dict:
+    def _load(self) -> dict[str, Any]:
         try:
             mtime = os.stat(self.path).st_mtime
         except OSError as exc:
@@ -53,7 +53,7 @@ class ScriptProvider:
                 self._cache = (mtime, _parse(self.path))
             return self._cache[1]
 
-    def _play(self, reply: dict, turn: int, k: int, stream: Stream, cancel: Cancel) -> ModelReply:
+    def _play(self, reply: dict[str, Any], turn: int, k: int, stream: Stream, cancel: Cancel) -> ModelReply:
         delay = float(reply.get("delay", 0) or 0)
         if reply.get("wait") and cancel.wait(float(reply["wait"])):  # a model that takes its time to start
             raise Cancelled()
@@ -79,7 +79,7 @@ class ScriptProvider:
         return ModelReply("".join(parts), calls, usage=Usage(usage.get("input_tokens"), usage.get("output_tokens")))
 
 
-def _chunks(reply: dict):
+def _chunks(reply: dict[str, Any]) -> Iterator[str]:
     if "text" in reply and reply["text"] is not None:
         yield str(reply["text"])
     for chunk in reply.get("chunks") or []:
@@ -91,13 +91,13 @@ def _chunks(reply: dict):
             yield chunk
 
 
-def _latest_user(messages: list[dict]) -> tuple[str, int]:
+def _latest_user(messages: list[dict[str, Any]]) -> tuple[str, int]:
     """The text of the last non-summary user message and the number of such messages."""
     texts = [history.text_of(m) for m in messages if m["role"] == "user" and not m.get("summary")]
     return (texts[-1] if texts else ""), len(texts)
 
 
-def _replies_so_far(messages: list[dict]) -> int:
+def _replies_so_far(messages: list[dict[str, Any]]) -> int:
     count = 0
     for message in reversed(messages):
         if message["role"] == "user":
@@ -113,7 +113,7 @@ def _matches(pattern: str, text: str) -> bool:
     return pattern.lower() in text.lower()
 
 
-def _choose_turn(script: dict, messages: list[dict]) -> tuple[int, dict | None]:
+def _choose_turn(script: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
     text, ordinal = _latest_user(messages)
     turns = script["turns"]
     for i, turn in enumerate(turns):
@@ -125,7 +125,7 @@ def _choose_turn(script: dict, messages: list[dict]) -> tuple[int, dict | None]:
     return unmatched[min(max(ordinal, 1), len(unmatched)) - 1]
 
 
-def _parse(path: str) -> dict:
+def _parse(path: str) -> dict[str, Any]:
     import yaml
 
     def bad(problem: str) -> ModelError:

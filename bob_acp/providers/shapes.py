@@ -4,6 +4,7 @@ and arguments, the error for a stream of the wrong shape."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from bob_acp import jsontext
 from bob_acp.exceptions import ModelError
@@ -27,7 +28,7 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def parse_arguments(name: str, text: str) -> dict:
+def parse_arguments(name: str, text: str) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from bob_acp import httpio, jsontext
 from bob_acp.exceptions import ModelError
@@ -17,7 +17,7 @@ def _idle(seconds: float) -> ModelError:
     return ModelError(f"model API timeout: no event for {seconds:g} s")
 
 
-def json_events(lines: Iterable[str], end: str | None = None, idle_timeout: float | None = None) -> Iterator[tuple[str, dict]]:
+def json_events(lines: Iterable[str], end: str | None = None, idle_timeout: float | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """(event name, payload object) for each event; `end` (e.g. OpenAI's "[DONE]") is passed
     through as (end, {}). Anything that is not a JSON object is a ModelError naming it. Lone
     surrogates are kept in the strings, for the provider to join pairs split across events."""

@@ -11,7 +11,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from bob_acp import threads
 from bob_acp.cancel import Cancel
@@ -39,7 +39,7 @@ class ToolResult:
     exit_code: int | None = None  # bash: the command's exit status
     signal: str | None = None  # bash: the signal that ended it (SIGKILL on timeout)
     sandboxed: bool = False  # bash: it ran inside the sandbox (tools.sandbox)
-    plan: list | None = None  # update_plan: the whole plan, for the client (ACP PlanEntry objects)
+    plan: list[Any] | None = None  # update_plan: the whole plan, for the client (ACP PlanEntry objects)
 
 
 @dataclass
@@ -52,15 +52,15 @@ class Location:
 class ToolContext:
     workspace: Workspace  # the session's folders (commands run in its cwd)
     config: Config
-    skills: dict = field(default_factory=dict)  # name -> bob_acp.skills.Skill
-    env: dict | None = None  # the environment children start with (None: Bob's own)
+    skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.skills.Skill
+    env: dict[str, Any] | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
     owner: str | None = None  # the session's label on the processes its commands start (bob_acp.children)
     sandbox: Sandbox | None = None  # where bash runs confined (None: tools.sandbox off)
     client: Client | None = None  # the editor's files and terminals (None: the disk and Bob's own processes)
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
     confine: bool = False  # the call runs unasked because it stays in the project: its writes never leave it
-    editor_texts: dict = field(default_factory=dict)  # path -> what the editor gave for it (one read a call)
+    editor_texts: dict[str, Any] = field(default_factory=dict)  # path -> what the editor gave for it (one read a call)
 
     @property
     def cwd(self) -> str:
@@ -72,19 +72,19 @@ class Tool:
     kind: str = "execute"  # ACP ToolKind: execute | read | edit
     needs_permission: bool = True
     description: str = ""
-    parameters: dict = {}
+    parameters: dict[str, Any] = {}
 
-    def spec(self) -> dict:
+    def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
-    def title(self, args: dict) -> str:
+    def title(self, args: dict[str, Any]) -> str:
         return self.name
 
-    def title_in(self, args: dict, ws: Workspace) -> str:
+    def title_in(self, args: dict[str, Any], ws: Workspace) -> str:
         """The title of a call in a session's folders (what the user is asked about)."""
         return self.title(args)
 
-    def locations(self, args: dict, ws: Workspace) -> list[Location]:
+    def locations(self, args: dict[str, Any], ws: Workspace) -> list[Location]:
         """The files the call touches (ACP `locations`)."""
         return []
 
@@ -94,26 +94,26 @@ class Tool:
         own name, so a grant never passes to another tool given the same display name)."""
         return self.name
 
-    def grant(self, args: dict, ws: Workspace) -> str | None:
+    def grant(self, args: dict[str, Any], ws: Workspace) -> str | None:
         """What an allow_always scoped to the call (permissions.allowAlways: command) remembers;
         None: this call can never be remembered (it asks every time)."""
         return self.name
 
-    def exact(self, args: dict) -> bool:
+    def exact(self, args: dict[str, Any]) -> bool:
         """Whether an allow_always of this call covers this exact call alone, whatever
         permissions.allowAlways says (an unconfined command: never every bash call)."""
         return False
 
-    def in_project(self, args: dict, ws: Workspace) -> bool:
+    def in_project(self, args: dict[str, Any], ws: Workspace) -> bool:
         """True when the call touches only this project's own files, under any of the workspace's
         roots (permissions.mode allow-edits runs such calls without asking)."""
         return False
 
-    def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff | None:
         """The change the call would make, computed without making it (shown before approval)."""
         return None
 
-    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         raise NotImplementedError
 
 
@@ -128,7 +128,7 @@ class ToolSet:
     def get(self, name: str) -> Tool | None:
         return self._by_name.get(name)
 
-    def specs(self) -> list[dict]:
+    def specs(self) -> list[dict[str, Any]]:
         return self._specs
 
     def names(self) -> list[str]:
@@ -153,10 +153,10 @@ def run_in_worker(work: Callable[[Cancel], ToolResult], cancel: Cancel, time_lim
     the worker was committing lands before the turn answers (the worker itself checks the
     cancel before it commits).
     """
-    results: collections.deque = collections.deque()
+    results: collections.deque[Any] = collections.deque()
     ready = threading.Condition()
 
-    def report(item: tuple) -> None:
+    def report(item: tuple[Any, ...]) -> None:
         with ready:
             results.append(item)
             ready.notify_all()

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from typing import Any, BinaryIO
 
 from bob_acp import children, threads
 from bob_acp import log as bob_log
@@ -128,10 +129,10 @@ class BashTool(Tool):
         "additionalProperties": False,
     }
 
-    def title(self, args: dict) -> str:
+    def title(self, args: dict[str, Any]) -> str:
         return f"bash{UNCONFINED if args.get('unconfined') is True else ''}: {args.get('command', '')}"
 
-    def grant(self, args: dict, ws: Workspace) -> str | None:
+    def grant(self, args: dict[str, Any], ws: Workspace) -> str | None:
         """The command with runs of ASCII spaces and tabs made one space: what bash reads as the
         same words. A command holding any other control or space character (a newline runs a
         second command; a no-break or line-separator space is part of a word to bash but looks
@@ -142,7 +143,7 @@ class BashTool(Tool):
         unconfined = UNCONFINED if args.get("unconfined") is True else ""
         return f"bash{unconfined}: " + _BLANKS.sub(" ", command).strip(" ")
 
-    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return ToolResult("error: argument 'command' must be a non-empty string", failed=True)
@@ -177,7 +178,7 @@ class BashTool(Tool):
                               f"the kernel killed {sandbox.memory_kills() - kills} of their processes]")
         return result
 
-    def _run(self, argv: list[str], env: dict | None, timeout: float, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def _run(self, argv: list[str], env: dict[str, Any] | None, timeout: float, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         limit = ctx.config.tools.bash.outputLimit
         if ctx.client is not None and ctx.client.can_run:  # tools.clientTerminal
             try:
@@ -238,12 +239,12 @@ class _Channel:
     memory stays flat); close() releases it; urgent items (exit, cancel) never wait."""
 
     def __init__(self, size: int):
-        self._items: collections.deque = collections.deque()
+        self._items: collections.deque[Any] = collections.deque()
         self._size = size
         self._cond = threading.Condition()
         self._closed = False
 
-    def put(self, item: tuple) -> bool:
+    def put(self, item: tuple[Any, ...]) -> bool:
         with self._cond:
             while len(self._items) >= self._size and not self._closed:
                 self._cond.wait()
@@ -253,12 +254,12 @@ class _Channel:
             self._cond.notify_all()
             return True
 
-    def put_urgent(self, item: tuple) -> None:
+    def put_urgent(self, item: tuple[Any, ...]) -> None:
         with self._cond:
             self._items.append(item)
             self._cond.notify_all()
 
-    def get(self, timeout: float | None) -> tuple | None:
+    def get(self, timeout: float | None) -> tuple[Any, ...] | None:
         """The next item, or None when `timeout` seconds pass first."""
         with self._cond:
             if not self._items and not self._cond.wait_for(lambda: self._items, timeout):
@@ -277,7 +278,7 @@ class _Watch:
     """One running command: its output, its exit, the deadline, the cancel, all through one
     channel the turn's thread waits on; the next timed event bounds each wait."""
 
-    def __init__(self, proc: subprocess.Popen, limit: int, timeout: float, cancel: Cancel, live: LiveOutput | None):
+    def __init__(self, proc: subprocess.Popen[bytes], limit: int, timeout: float, cancel: Cancel, live: LiveOutput | None):
         self.proc = proc
         self.capture = _Capture(limit)
         self.timeout = timeout
@@ -356,7 +357,7 @@ class _Watch:
         return ToolResult(self.capture.text() + note, failed=True, exit_code=exit_code, signal=signal_name)
 
 
-def _pump(stream, events: _Channel) -> None:
+def _pump(stream: BinaryIO, events: _Channel) -> None:
     """Read the command's output until EOF; this thread alone closes the pipe."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     fd = stream.fileno()
@@ -382,7 +383,7 @@ class SandboxedBashTool(BashTool):
     """bash where commands run in the sandbox (tools.sandbox): the model may ask to run one
     unconfined, which always asks the user; "always" then covers that exact command alone."""
 
-    def exact(self, args: dict) -> bool:
+    def exact(self, args: dict[str, Any]) -> bool:
         return args.get("unconfined") is True
 
     description = BashTool.description + (

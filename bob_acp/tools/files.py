@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any, BinaryIO
 
 from bob_acp.atomic import NotRegular, atomic_write, open_regular, read_up_to
 from bob_acp.beneath import OutsideRoot, write_beneath
@@ -25,7 +26,7 @@ PREVIEW_WAIT = 5.0  # seconds a proposed change waits for the editor's text befo
 
 
 
-def _arg(args: dict, name: str, kind: type, required: bool = True):
+def _arg(args: dict[str, Any], name: str, kind: type, required: bool = True) -> Any:
     """The argument, or a ToolResult saying what is wrong with it."""
     if name not in args or args[name] is None:
         if required:
@@ -71,10 +72,10 @@ def _shown(text: str | None) -> str | None:
 class _FileTool(Tool):
     commits = False  # a tool that changes the file system waits for its commit on a cancel
 
-    def title(self, args: dict) -> str:
+    def title(self, args: dict[str, Any]) -> str:
         return f"{self.name}: {args.get('path', '')}"
 
-    def title_in(self, args: dict, ws: Workspace) -> str:
+    def title_in(self, args: dict[str, Any], ws: Workspace) -> str:
         """The title, and where the path leads when a link is on its way: a question about
         `notes.txt` must not hide that it writes `~/.bashrc`."""
         path = args.get("path")
@@ -84,29 +85,29 @@ class _FileTool(Tool):
         target = _link_target(ws.resolve(path), ws)
         return f"{title} (a link to {target})" if target else title
 
-    def locations(self, args: dict, ws: Workspace) -> list[Location]:
+    def locations(self, args: dict[str, Any], ws: Workspace) -> list[Location]:
         path = args.get("path")
         if not isinstance(path, str) or not path or "\0" in path:
             return []
         return [Location(clean(ws.resolve(path)))]
 
-    def in_project(self, args: dict, ws: Workspace) -> bool:
+    def in_project(self, args: dict[str, Any], ws: Workspace) -> bool:
         path = args.get("path")
         return isinstance(path, str) and bool(path) and "\0" not in path and ws.contains(path)
 
-    def grant(self, args: dict, ws: Workspace) -> str:
+    def grant(self, args: dict[str, Any], ws: Workspace) -> str:
         path = args.get("path")
         if isinstance(path, str) and "\0" not in path:
             path = ws.resolve(path)
         return f"{self.name}: {path}"
 
-    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         if self.commits:
             return run_in_worker(lambda c: self._guarded(args, ctx, c), cancel, settle_on_cancel=WRITE_SETTLE)
         return run_in_worker(lambda c: self._guarded(args, ctx, c), cancel, time_limit=READ_TIME_LIMIT,
                              what=f"{self.name} of {args.get('path')!r}")
 
-    def _path(self, args: dict, ctx: ToolContext) -> str | ToolResult:
+    def _path(self, args: dict[str, Any], ctx: ToolContext) -> str | ToolResult:
         path = _arg(args, "path", str)
         if isinstance(path, ToolResult):
             return path
@@ -114,7 +115,7 @@ class _FileTool(Tool):
             return ToolResult("error: argument 'path' contains a NUL byte", failed=True)
         return ctx.workspace.resolve(path)
 
-    def _guarded(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def _guarded(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         path = self._path(args, ctx)
         if isinstance(path, ToolResult):
             return path
@@ -137,7 +138,7 @@ class _FileTool(Tool):
         except OSError as exc:
             return ToolResult(f"error: {exc.strerror or exc}: {clean(path)}", failed=True)
 
-    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def _work(self, args: dict[str, Any], path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         raise NotImplementedError
 
 
@@ -160,14 +161,14 @@ class ReadFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def locations(self, args: dict, ws: Workspace) -> list[Location]:
+    def locations(self, args: dict[str, Any], ws: Workspace) -> list[Location]:
         found = super().locations(args, ws)
         offset = args.get("offset")
         if found and isinstance(offset, int) and not isinstance(offset, bool) and 1 < offset < 2 ** 32:
             found[0].line = offset
         return found
 
-    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def _work(self, args: dict[str, Any], path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         offset = _arg(args, "offset", int, required=False)
         limit = _arg(args, "limit", int, required=False)
         for bad in (offset, limit):
@@ -229,7 +230,7 @@ def _page(path: str, data: bytes, cap: int, first_line: int, limit: int | None, 
     return ToolResult(b"".join(shown).decode("utf-8", errors="replace") + note)
 
 
-def _skip_lines(handle, count: int, cancel: Cancel, chunk_size: int = SKIP_CHUNK) -> bytes | None:
+def _skip_lines(handle: BinaryIO, count: int, cancel: Cancel, chunk_size: int = SKIP_CHUNK) -> bytes | None:
     """Read past `count` lines in chunks of `chunk_size` bytes (never more is held); the bytes
     read beyond them, or None when the file has fewer lines. A cancel stops it between chunks."""
     if count <= 0:
@@ -274,7 +275,7 @@ class WriteFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff | None:
         path, content = self._path(args, ctx), args.get("content")
         if isinstance(path, ToolResult) or not isinstance(content, str):
             return None
@@ -285,7 +286,7 @@ class WriteFileTool(_FileTool):
             return None
         return Diff(clean(path), _shown(editor if editor is not None else old), content)
 
-    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def _work(self, args: dict[str, Any], path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         content = _arg(args, "content", str)
         if isinstance(content, ToolResult):
             return content
@@ -423,7 +424,7 @@ class EditFileTool(_FileTool):
         "additionalProperties": False,
     }
 
-    def preview(self, args: dict, ctx: ToolContext) -> Diff | None:
+    def preview(self, args: dict[str, Any], ctx: ToolContext) -> Diff | None:
         path = self._path(args, ctx)
         if isinstance(path, ToolResult):
             return None
@@ -436,7 +437,7 @@ class EditFileTool(_FileTool):
         old, new, _count = planned  # (the disk's text: the editor's is read once, when the edit is made)
         return Diff(clean(path), _shown(old), clean(new))
 
-    def _plan(self, args: dict, path: str, ctx: ToolContext | None = None,
+    def _plan(self, args: dict[str, Any], path: str, ctx: ToolContext | None = None,
               cancel: Cancel | None = None) -> ToolResult | tuple[str, str, int]:
         """(old text, new text, replacements) or the ToolResult saying why not. The current text
         is the editor's when it offers it (an unsaved buffer), after the disk's checks."""
@@ -465,7 +466,7 @@ class EditFileTool(_FileTool):
         new = old.replace(old_string, new_string) if replace_all else old.replace(old_string, new_string, 1)
         return old, new, count if replace_all else 1
 
-    def _work(self, args: dict, path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def _work(self, args: dict[str, Any], path: str, ctx: ToolContext, cancel: Cancel) -> ToolResult:
         planned = self._plan(args, path, ctx, cancel)
         if isinstance(planned, ToolResult):
             return planned

@@ -3,6 +3,8 @@ checklist (an ACP `plan` update). Never asks permission: it touches nothing."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from bob_acp.cancel import Cancel
 from bob_acp.jsontext import clean
 from bob_acp.tools.base import Tool, ToolContext, ToolResult
@@ -44,11 +46,11 @@ class PlanTool(Tool):
         "additionalProperties": False,
     }
 
-    def title(self, args: dict) -> str:
+    def title(self, args: dict[str, Any]) -> str:
         entries = args.get("entries")
         return f"{NAME}: {len(entries)} step(s)" if isinstance(entries, list) else NAME
 
-    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         entries = plan_entries(args)
         if isinstance(entries, str):
             return ToolResult(f"error: {entries}", failed=True)
@@ -56,7 +58,7 @@ class PlanTool(Tool):
         return ToolResult(f"plan updated: {len(entries)} step(s), {done} completed", plan=entries)
 
 
-def plan_entries(args: dict) -> list[dict] | str:
+def plan_entries(args: dict[str, Any]) -> list[dict[str, Any]] | str:
     """The plan's entries as ACP PlanEntry objects, or what is wrong with them."""
     entries = args.get("entries")
     if not isinstance(entries, list):

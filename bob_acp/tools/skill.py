@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from bob_acp.cancel import Cancel
 from bob_acp.jsontext import clean
 from bob_acp.tools.base import Tool, ToolContext, ToolResult
@@ -22,10 +24,10 @@ class ReadSkillTool(Tool):
         "additionalProperties": False,
     }
 
-    def title(self, args: dict) -> str:
+    def title(self, args: dict[str, Any]) -> str:
         return f"read_skill: {args.get('name', '')}"
 
-    def run(self, args: dict, ctx: ToolContext, cancel: Cancel) -> ToolResult:
+    def run(self, args: dict[str, Any], ctx: ToolContext, cancel: Cancel) -> ToolResult:
         name = args.get("name")
         if not isinstance(name, str) or not name:
             return ToolResult("error: argument 'name' must be a skill name", failed=True)
