@@ -2,9 +2,10 @@
 wiring of the rooms: the client channel (channel.py), the session table (table.py), opening a
 session (opener.py), turns (turns.py), saved sessions (saved.py), selectors (selectors.py).
 
-Every method is routed from one table (`routes`) to a method of this class: typed, and each
-one a line that hands the request to the room that holds it. The rooms that import the engine
-are made at their first use (`Rooms`), so answering `initialize` never waits for those imports.
+Every method is routed from one table (`routes`) straight to the method of the room that
+holds it, with what must hold first (initialized, or a usable model) said beside it. The rooms
+that import the engine are made at their first call (`Rooms.late`), so answering `initialize`
+never waits for those imports.
 Handlers marked worker=True run on worker threads; the others on the dispatcher, which must
 never block on anything without a bound.
 
@@ -14,6 +15,7 @@ resume and authenticate use it as it is now; an open session keeps the one it wa
 
 from __future__ import annotations
 
+import functools
 import threading
 
 from bob_acp import __version__, jsontext, workspace
@@ -72,46 +74,49 @@ def agent_capabilities(cfg: Config) -> dict[str, Any]:
 
 class Rooms:
     """The handlers of the rooms that import the engine, each made once, at its first use, with
-    the collaborators it uses."""
+    the collaborators it uses; `late(room, method)` routes to one before it is made."""
 
     def __init__(self, server: AgentServer):
         self._server = server
         self._lock = threading.Lock()
-        self._turns: TurnHandlers | None = None
-        self._saved: SavedHandlers | None = None
-        self._selectors: SelectorHandlers | None = None
+        self._made: dict[str, Any] = {}
+
+    def _room(self, name: str, make: Callable[[], Any]) -> Any:
+        room = self._made.get(name)
+        if room is None:
+            with self._lock:
+                room = self._made.get(name)
+                if room is None:
+                    room = self._made[name] = make()
+        return room
 
     @property
     def turns(self) -> TurnHandlers:
-        if self._turns is None:
-            with self._lock:
-                if self._turns is None:
-                    server = self._server
-                    made: type[TurnHandlers] = turns_module.Handlers  # (typed: mypy checks what it is given)
-                    self._turns = made(server.cfg, server.log, server.table, server.channel, server.opener,
-                                       server.require_ready, server.closing)
-        return self._turns
+        server = self._server
+        made: type[TurnHandlers] = turns_module.Handlers  # (typed: mypy checks what it is given)
+        return self._room("turns", lambda: made(server.cfg, server.log, server.table, server.channel, server.opener,
+                                                server.require_ready, server.closing))
 
     @property
     def saved(self) -> SavedHandlers:
-        if self._saved is None:
-            with self._lock:
-                if self._saved is None:
-                    server = self._server
-                    made: type[SavedHandlers] = saved_module.Handlers
-                    self._saved = made(server.cfg, server.log, server.table, server.channel, server.opener,
-                                       server.refs(), server.require_ready)
-        return self._saved
+        server = self._server
+        made: type[SavedHandlers] = saved_module.Handlers
+        return self._room("saved", lambda: made(server.cfg, server.log, server.table, server.channel, server.opener,
+                                                server.refs(), server.require_ready))
 
     @property
     def selectors(self) -> SelectorHandlers:
-        if self._selectors is None:
-            with self._lock:
-                if self._selectors is None:
-                    server = self._server
-                    made: type[SelectorHandlers] = selectors_module.Handlers
-                    self._selectors = made(server.cfg, server.log, server.table, server.channel)
-        return self._selectors
+        server = self._server
+        made: type[SelectorHandlers] = selectors_module.Handlers
+        return self._room("selectors", lambda: made(server.cfg, server.log, server.table, server.channel))
+
+    def late(self, room: str, method: str) -> Callable[..., Any]:
+        """`method` of the handlers of `room`, which are made (their imports done) at its first call."""
+        def call(*args: Any) -> Any:
+            return getattr(getattr(self, room), method)(*args)
+
+        call.__name__ = f"{room}.{method}"
+        return call
 
 
 class AgentServer:
@@ -148,90 +153,39 @@ class AgentServer:
         # With MCP servers to start (bounded by mcp.timeout), or model servers to ask for their
         # models (choices: auto, bounded), opening a session is long work.
         slow = bool(self.cfg.mcp.enabled) or any(entry.choices == "auto" for entry in self.cfg.entries)
+        turns, saved, selectors = (functools.partial(self.rooms.late, room) for room in ("turns", "saved", "selectors"))
+        initialized, ready = self.require_initialized, self.require_ready
         table = {
             p.INITIALIZE: Route(self.initialize),
-            p.AUTHENTICATE: Route(self.authenticate),
+            p.AUTHENTICATE: Route(self.authenticate, check=initialized),
             p.SESSION_NEW: Route(self.new_session, worker=slow),
-            p.SESSION_PROMPT: Route(self.prompt, worker=True, prepare=self.prepare_prompt,
-                                    cancel=self.cancel_request, abandon=self.abandon_prompt),
+            p.SESSION_PROMPT: Route(turns("prompt"), worker=True, prepare=turns("prepare"), cancel=self.cancel_request,
+                                    abandon=turns("abandon")),
         }
         if self.cfg.sessions.enabled:
-            table[p.SESSION_LOAD] = Route(self.load, worker=True, prepare=self.prepare_load, abandon=self.abandon_load)
+            table[p.SESSION_LOAD] = Route(saved("load"), worker=True, prepare=saved("prepare_load"),
+                                          abandon=saved("abandon_load"))
             if self.cfg.acp.fork:
-                table[p.SESSION_FORK] = Route(self.fork, worker=slow)
-        if self.cfg.acp.sessionHistory:
-            table[p.SESSION_LIST] = Route(self.list_sessions)
-            table[p.SESSION_RESUME] = Route(self.resume, worker=slow)
-            table[p.SESSION_CLOSE] = Route(self.close)
-            table[p.SESSION_DELETE] = Route(self.delete)
+                table[p.SESSION_FORK] = Route(saved("fork"), worker=slow, check=ready)
+        if self.cfg.acp.sessionHistory:  # (no model needed to list, close or delete what is on disk)
+            table[p.SESSION_LIST] = Route(saved("list"), check=initialized)
+            table[p.SESSION_RESUME] = Route(saved("resume"), worker=slow, check=ready)
+            table[p.SESSION_CLOSE] = Route(saved("close"), check=initialized)
+            table[p.SESSION_DELETE] = Route(saved("delete"), check=initialized)
         if self.cfg.acp.configOptions:
-            table[p.SESSION_SET_CONFIG_OPTION] = Route(self.set_config_option)
-            table[p.SESSION_SET_MODE] = Route(self.set_mode)
+            table[p.SESSION_SET_CONFIG_OPTION] = Route(selectors("set_config_option"), check=initialized)
+            table[p.SESSION_SET_MODE] = Route(selectors("set_mode"), check=initialized)
         for method in (*p.NOT_SUPPORTED, *(() if self.cfg.sessions.enabled else (p.SESSION_LOAD,))):
             table.setdefault(method, Route(self.unsupported(method)))
         return table
 
     def notifications(self) -> dict[str, Any]:
-        return {p.SESSION_CANCEL: self.cancel}
+        return {p.SESSION_CANCEL: self.rooms.late("turns", "cancel")}
 
-    # ---- turns --------------------------------------------------------------------------------
-
-    def prepare_prompt(self, params: dict[str, Any]) -> tuple[Session, Turn]:
-        return self.rooms.turns.prepare(params)
-
-    def prompt(self, params: dict[str, Any], prepared: tuple[Session, Turn] | None = None) -> Reply:
-        return self.rooms.turns.prompt(params, prepared)
-
-    def cancel_request(self, prepared: tuple[Session, Turn]) -> None:
+    @staticmethod
+    def cancel_request(prepared: tuple[Session, Turn]) -> None:
         """$/cancel_request of a prompt: as its session/cancel would."""
         prepared[1].cancel_now()
-
-    def abandon_prompt(self, prepared: tuple[Session, Turn]) -> None:
-        self.rooms.turns.abandon(prepared)
-
-    def cancel(self, params: dict[str, Any]) -> None:
-        self.rooms.turns.cancel(params)
-
-    # ---- saved sessions -------------------------------------------------------------------------
-
-    def prepare_load(self, params: dict[str, Any]) -> tuple[Any, ...]:
-        return self.rooms.saved.prepare_load(params)
-
-    def load(self, params: dict[str, Any], prepared: tuple[Any, ...] | None = None) -> dict[str, Any]:
-        return self.rooms.saved.load(params, prepared)
-
-    def abandon_load(self, prepared: tuple[Any, ...]) -> None:
-        self.rooms.saved.abandon_load(prepared)
-
-    def resume(self, params: dict[str, Any]) -> Reply:
-        self.require_ready()
-        return self.rooms.saved.resume(params)
-
-    def fork(self, params: dict[str, Any]) -> Reply:
-        self.require_ready()
-        return self.rooms.saved.fork(params)
-
-    def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.require_initialized()  # (no model needed to list, close or delete what is on disk)
-        return self.rooms.saved.list(params)
-
-    def close(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.require_initialized()
-        return self.rooms.saved.close(params)
-
-    def delete(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.require_initialized()
-        return self.rooms.saved.delete(params)
-
-    # ---- selectors ------------------------------------------------------------------------------
-
-    def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.require_initialized()
-        return self.rooms.selectors.set_config_option(params)
-
-    def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
-        self.require_initialized()
-        return self.rooms.selectors.set_mode(params)
 
     def unsupported(self, method: str) -> Callable[[dict[str, Any]], None]:
         def handler(_params: dict[str, Any]) -> None:
@@ -297,7 +251,6 @@ class AgentServer:
     def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         from bob_acp.acp.params import required_str
 
-        self.require_initialized()
         method_id = required_str(params, "methodId")
         if not self.cfg.acp.auth:
             return {}  # no methods advertised: an empty answer (the default profile)

@@ -70,18 +70,20 @@ class Route:
     the handler as a second argument (e.g. registering a turn before a later cancel is routed).
     `cancel(prepared)`: how a request cancellation (the endpoint's `cancel_method`) stops a
     running request of this method, which then answers as its handler decides. `abandon(prepared)`:
-    undoes what prepare did when the request cannot run after all (no thread for it)."""
+    undoes what prepare did when the request cannot run after all (no thread for it). `check()`:
+    what must hold before the handler runs (on its thread); an RpcError it raises is the answer."""
 
-    __slots__ = ("handler", "worker", "prepare", "cancel", "abandon")
+    __slots__ = ("handler", "worker", "prepare", "cancel", "abandon", "check")
 
     def __init__(self, handler: Callable[..., Any], worker: bool = False,
                  prepare: Callable[[dict[str, Any]], Any] | None = None, cancel: Callable[[Any], None] | None = None,
-                 abandon: Callable[[Any], None] | None = None):
+                 abandon: Callable[[Any], None] | None = None, check: Callable[[], Any] | None = None):
         self.handler = handler
         self.worker = worker
         self.prepare = prepare
         self.cancel = cancel
         self.abandon = abandon
+        self.check = check
 
 
 class Reply:
@@ -644,6 +646,8 @@ class Endpoint:
     def _call(self, route: Route, method: str, msg_id: object, args: tuple[Any, ...],
               give_up: Callable[[], bool] | None = None) -> None:
         try:
+            if route.check is not None:
+                route.check()
             result = route.handler(*args)
         except RpcError as exc:
             return self._respond_error(msg_id, exc)
