@@ -22,8 +22,9 @@ CHECK_TIMEOUT = 60.0
 
 def gather(cfg: Config) -> dict[str, Any]:
     """The whole report, as data."""
-    from bob_acp import __version__, children, providers, sandbox, skills
+    from bob_acp import __version__, providers, sandbox, skills
     from bob_acp.acp.server import agent_capabilities
+    from bob_acp.sandbox import children
     from bob_acp.workspace import Workspace
 
     env = dict(os.environ)

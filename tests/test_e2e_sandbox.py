@@ -23,8 +23,8 @@ from bob_client import allow, allow_always, bash, bob_command, message_text, out
 from procs import wait_gone, wait_present
 from test_e2e_mcp import marker
 
-from bob_acp import cgroup
 from bob_acp import sandbox as sandbox_module
+from bob_acp.sandbox import cgroup
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sandbox_module.abi() < 6, reason="needs Landlock ABI 6")]
 

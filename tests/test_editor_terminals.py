@@ -224,7 +224,9 @@ def test_a_sandboxed_command_in_the_editors_terminal_runs_in_the_sessions_sandbo
 
     assert run(bob_env, str(workdir), client, body, caplog).stop_reason == "end_turn"
     _, command, args, cwd, variables, limit = client.requests[0]
-    assert args[:5] == [*sandbox_module.PYTHON_FLAGS, sandbox_module.LAUNCHER] and "--join" in args
+    from bob_acp.sandbox.children import PYTHON_FLAGS
+
+    assert args[:5] == [*PYTHON_FLAGS, sandbox_module.LAUNCHER] and "--join" in args
     result = outputs(client)[0]
     assert "Read-only file system" in result and "inside" in result
     assert (workdir / "ok.txt").read_text() == "in-project\n" and not (workdir / ".git" / "x").exists()

@@ -243,7 +243,8 @@ class AgentServer:
     def _sandbox_probe(self) -> None:
         """What this machine gives a sandbox, asked once before the first session needs it."""
         if self.cfg.tools.sandbox != "off":
-            from bob_acp import children, sandbox
+            from bob_acp import sandbox
+            from bob_acp.sandbox import children
 
             children.protect()
             sandbox.machine(bool(self.cfg.tools.sandboxNetwork))

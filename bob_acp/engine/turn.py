@@ -25,6 +25,7 @@ from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUE
 from bob_acp.exceptions import BobError, Cancelled, ModelError
 from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
+from bob_acp.sandbox import policy
 from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
 from bob_acp.workspace import Workspace, too_broad
@@ -100,6 +101,16 @@ class _LoopStop(Exception):
         super().__init__(f"the same tool call was repeated {times} times in a row ({call.title})")
 
 
+class NotRun(Exception):
+    """A call that does not run, or does not finish: an unknown tool, a repeat, refused by the
+    user, cancelled, or a tool that could not start. str(self) is its result for the model; after
+    it, the turn goes on, stops (`then`: _LoopStop) or ends cancelled (`then`: Cancelled)."""
+
+    def __init__(self, output: str, then: Exception | None = None):
+        super().__init__(output)
+        self.then = then
+
+
 class _Stream:
     """The provider's pieces, to the sink under this model message's ids."""
 
@@ -122,36 +133,11 @@ class _Stream:
         self.sink.retrying(attempt, delay, why)
 
 
-def confined(conv: Conversation, call: Call) -> bool:
-    """Whether this call is a bash command that will run in the session's sandbox (confined by
-    something: a best-effort sandbox with nothing to confine runs it as it is)."""
-    return (call.name == "bash" and conv.sandbox is not None and call.arguments.get("unconfined") is not True
-            and conv.sandbox.confines)
-
-
-def unoffered_modes(conv: Conversation, broad: str | None) -> dict[str, str]:
-    """The approval modes a session cannot have, each with why: `sandboxed` without a sandbox
-    that holds all it promises here (unless best-effort), and neither it nor `allow-edits` when a
-    folder of the session is the whole disk, the home folder or above it."""
-    found: dict[str, str] = {}
-    if broad is not None:
-        what = "the whole disk" if broad == os.sep else "your home folder (or a folder above it)"
-        why = (f"this session's folder {broad} is {what}: \"this project's files\" would be all of yours, so no "
-               "approval mode runs anything unasked in it and its commands run without a sandbox")
-        found["allow-edits"] = found["sandboxed"] = why
-    elif conv.sandbox is None:
-        found["sandboxed"] = "no sandbox is configured (tools.sandbox)"
-    elif not conv.sandbox.unasked():
-        found["sandboxed"] = (f"the sandbox is incomplete on this machine ({conv.sandbox.partial()}), so its "
-                              "commands are asked (tools.sandbox: best-effort runs them unasked all the same)")
-    return found
-
-
 _labels = random.Random(os.urandom(16))  # distinct, not secret (see sessions.new_id)
 
 
 def new_owner() -> str:
-    """A session's label for the processes its commands start (bob_acp.children reads it)."""
+    """A session's label for the processes its commands start (bob_acp.sandbox.children reads it)."""
     return f"session-{_labels.getrandbits(48):012x}"
 
 
@@ -190,7 +176,7 @@ class Engine:
         broad = too_broad(ws)
         if broad is None:
             conv.sandbox = sandbox.for_session(self.cfg, ws, owner, self.log)
-        conv.unoffered = unoffered_modes(conv, broad)
+        conv.unoffered = policy.unoffered_modes(conv.sandbox, broad)
         if conv.mode in conv.unoffered:
             conv.notices.append(f"This session asks before every tool call (approval mode ask, not {conv.mode}): "
                                 f"{conv.unoffered[conv.mode]}.")
@@ -350,30 +336,41 @@ class Engine:
 
     def _run_call(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel, stats: TurnStats,
                   times: int) -> None:
+        """One call, from its question to its result: the one place a call's result joins the
+        history (_finish), whether it ran or not (NotRun)."""
         if cancel.is_set():  # nothing more runs once the turn is cancelled; _settle answers the rest
             raise Cancelled()
+        try:
+            result = self._step(conv, call, sink, cancel, stats, times)
+        except NotRun as not_run:
+            self._finish(conv, call, sink, failed(str(not_run)))
+            if not_run.then is not None:
+                raise not_run.then from None
+            return
+        self._finish(conv, call, sink, result)
+
+    def _step(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel, stats: TurnStats,
+              times: int) -> ToolResult:
+        """The call's result, or NotRun; a call that started is counted in `stats`."""
         ctx = ToolContext(workspace=conv.workspace, config=self.cfg, skills=conv.skills, env=self.env, owner=conv.owner or None,
                           sandbox=conv.sandbox, client=conv.client)
-        call.sandboxed = confined(conv, call)
-        if call.sandboxed and conv.sandbox is not None and not conv.sandbox.complete:
-            call.partial = conv.sandbox.partial()
+        call.sandboxed = policy.confined(conv.sandbox, call.name, call.arguments)
+        call.partial = policy.lacking(conv.sandbox) if call.sandboxed else None
         tool = call.tool
         if tool is not None and times < self.cfg.loop.warnAt:
             call.preview = _quietly(lambda: tool.preview(call.arguments, ctx))
         sink.tool_pending(call)
-        if call.tool is None:
+        if tool is None:
             known = ", ".join(conv.tools.current(cancel).names())
-            return self._finish(conv, call, sink, failed(f"error: unknown tool '{call.name}'; the tools are: {known}"))
+            raise NotRun(f"error: unknown tool '{call.name}'; the tools are: {known}")
         if times >= self.cfg.loop.stopAt:
-            self._finish(conv, call, sink, failed(f"[not run: this exact call was made {times} times in a row]"))
-            raise _LoopStop(call, times)
+            raise NotRun(f"[not run: this exact call was made {times} times in a row]", _LoopStop(call, times))
         if times >= self.cfg.loop.warnAt:
-            note = f"[not run: this exact call was made {times} times in a row; it would give the same result. Try a different approach.]"
-            return self._finish(conv, call, sink, failed(note))
+            raise NotRun(f"[not run: this exact call was made {times} times in a row; it would give the same result. "
+                         "Try a different approach.]")
         threads.doing.note(turn=f"{call.ref} ({call.name}): permission")
         if not self._permitted(conv, call, sink, cancel):
-            rejected = f"[rejected by the user: {call.reason}]" if call.reason else REJECTED
-            return self._finish(conv, call, sink, failed(rejected))
+            raise NotRun(f"[rejected by the user: {call.reason}]" if call.reason else REJECTED)
         sink.tool_running(call)
         threads.doing.note(turn=f"{call.ref} ({call.name}): running")
         ctx.confine = call.confine
@@ -392,21 +389,22 @@ class Engine:
         try:
             window = self._open_window(conv, call, sink, cancel)  # (a cancel during its look ends the call too)
             try:
-                result = call.tool.run(call.arguments, ctx, cancel)
+                result = tool.run(call.arguments, ctx, cancel)
             finally:
                 if window is not None:
                     self._close_window(conv, window, sink)
         except Cancelled:
-            self._finish(conv, call, sink, failed(_cancelled(cancel)))
-            raise
+            raise NotRun(_cancelled(cancel), Cancelled()) from None
         except BobError as exc:  # (a thread or process the machine would not give: in words)
-            result = failed(f"error: {call.name} could not run: {exc}")
+            stats.count(call)
+            raise NotRun(f"error: {call.name} could not run: {exc}") from None
         except Exception as exc:  # a tool's own failure: a result the model reads; the call never stays open
-            result = failed(f"error: {call.name} failed: {type(exc).__name__}: {exc}")
+            stats.count(call)
             if self.log is not None:
                 self.log.error(f"[acp] {call.ref} ({call.name}) failed", detail=_traceback())
+            raise NotRun(f"error: {call.name} failed: {type(exc).__name__}: {exc}") from None
         stats.count(call)
-        self._finish(conv, call, sink, result)
+        return result
 
     def _open_window(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> Window | None:
         """Before a call that may change files (tools.checkpoints): what it may change, as it is
@@ -449,9 +447,7 @@ class Engine:
             return True
         by_mode = (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
                    and tool.in_project(call.arguments, conv.workspace))
-        if (conv.mode == "allow-all" or by_mode
-                or (conv.mode == "sandboxed" and call.sandboxed and conv.sandbox is not None
-                    and conv.sandbox.unasked())):
+        if conv.mode == "allow-all" or by_mode or policy.runs_unasked(conv.sandbox, conv.mode, call.sandboxed):
             call.confine = by_mode  # unasked because it stays in the project: its write must, whatever links do
             if self.log is not None:
                 self.log.info("[acp] run without asking (permissions.mode {mode}): {title}", mode=conv.mode,
@@ -459,8 +455,7 @@ class Engine:
             return True
         choice = sink.permission(call, cancel)
         if cancel.is_set():
-            self._finish(conv, call, sink, failed(_cancelled(cancel)))
-            raise Cancelled()
+            raise NotRun(_cancelled(cancel), Cancelled())
         if choice == "allow_always" and call.grant is not None:
             conv.allow_always.add(call.grant)
         return choice in ("allow", "allow_always")

@@ -25,7 +25,7 @@ What callbacks may not do
   frames behind them, cancellations included, would wait too).
 
 Locks
-The endpoint's own locks (`_inbox_lock` with its Condition `_room`, `_pending_lock`,
+The endpoint's own locks (`_inbox_lock` with its Condition `_room`, `Awaiting`'s lock,
 `_workers_lock`, `_cancel_lock`) are never nested and never held while a handler, a callback
 or a write runs. The one order there is: a `Reply.guard` (the handler's lock) is taken before
 the writer's lock, which is always the innermost.
@@ -37,18 +37,31 @@ waits for the dispatcher, then (bounded) for the workers.
 
 from __future__ import annotations
 
-import itertools
 import queue
 import threading
-from concurrent.futures import CancelledError, Future, InvalidStateError
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.jsonrpc.messages import (
+    Awaiting,
+    PeerError,
+    Reply,
+    Route,
+    Sent,
+    answer_of,
+    envelope_problem,
+    error_frame,
+    id_key,
+    oversized_id,
+    settle,
+)
 from bob_acp.jsonrpc.streams import FLUSH, MAX_FRAME, Oversized, Writer, read_frames
+
+__all__ = ["Endpoint", "PeerError", "Reply", "Route", "Sent", "answer_of"]  # (the messages, re-exported)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Any, Callable, ContextManager
+    from typing import IO, Any, Callable
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 HELD_FRAMES = 64  # frames the dispatcher writes at most at once
@@ -62,91 +75,6 @@ THREAD_LIMIT = "the machine's limit on threads (ulimit -u) or memory (ulimit -v)
 OUT_OF_MEMORY = "out of memory: the machine's limit on memory (ulimit -v) is reached"
 _STOP = object()
 _NO_ID = object()
-
-
-class Route:
-    """A method's handler. `worker`: run it on a worker thread (long handlers: prompts, loads).
-    `prepare(params)`: run first on the dispatcher thread, in frame order, its result passed to
-    the handler as a second argument (e.g. registering a turn before a later cancel is routed).
-    `cancel(prepared)`: how a request cancellation (the endpoint's `cancel_method`) stops a
-    running request of this method, which then answers as its handler decides. `abandon(prepared)`:
-    undoes what prepare did when the request cannot run after all (no thread for it). `check()`:
-    what must hold before the handler runs (on its thread); an RpcError it raises is the answer."""
-
-    __slots__ = ("handler", "worker", "prepare", "cancel", "abandon", "check")
-
-    def __init__(self, handler: Callable[..., Any], worker: bool = False,
-                 prepare: Callable[[dict[str, Any]], Any] | None = None, cancel: Callable[[Any], None] | None = None,
-                 abandon: Callable[[Any], None] | None = None, check: Callable[[], Any] | None = None):
-        self.handler = handler
-        self.worker = worker
-        self.prepare = prepare
-        self.cancel = cancel
-        self.abandon = abandon
-        self.check = check
-
-
-class Reply:
-    """A handler result with more to it than a value.
-
-    - `after`: work to run once the response has been queued (a notification that must follow it);
-    - `guard`: a lock held while the response is made and written: when `result` is callable it
-      is called under the lock, so a thread that takes the same lock sees the request either
-      answered or not (a cancel deciding between "too late" and "cancelled").
-    """
-
-    __slots__ = ("result", "after", "guard")
-
-    def __init__(self, result: Any, after: Callable[[], None] | None = None, guard: ContextManager[Any] | None = None):
-        self.result = result
-        self.after = after
-        self.guard = guard
-
-
-class PeerError(Exception):
-    """The peer answered one of our requests with an error, or with something that is no valid
-    answer. `error`: the error object it sent, or a string saying what was wrong."""
-
-    def __init__(self, error: object):
-        super().__init__(error)
-        self.error = error
-
-
-class Sent(Future):  # type: ignore[type-arg]  # (a base class is read at run time: typing stays unloaded)
-    """One of our requests in flight: a Future of the peer's result. It fails with PeerError for
-    an error answer, and is cancelled (Future.cancel, from any thread) when we stop waiting for
-    it or when the connection ends. `id`: what a cancellation notification names."""
-
-    def __init__(self, request_id: int):
-        super().__init__()
-        self.id = request_id
-
-    def settled(self) -> Sent:
-        """Itself, once settled. (concurrent.futures.wait() would miss a cancel: outside an
-        executor a cancelled Future never reaches the state it waits for.)"""
-        try:
-            self.exception()
-        except CancelledError:
-            pass
-        return self
-
-
-def answer_of(sent: Future[Any]) -> object:
-    """The result of a settled request; None when it has none (an error, or no answer)."""
-    if sent.cancelled() or sent.exception() is not None:
-        return None
-    return sent.result()
-
-
-def _settle(sent: Future[Any], result: object = None, error: object = None) -> None:
-    """Settle a request unless it already is (a cancel from another thread may come first)."""
-    try:
-        if error is None:
-            sent.set_result(result)
-        else:
-            sent.set_exception(PeerError(error))
-    except InvalidStateError:
-        pass
 
 
 class Endpoint:
@@ -189,9 +117,7 @@ class Endpoint:
         self._run_bytes = 0
         self._held_frames = 0
         self._held_bytes = 0
-        self._pending: dict[int, Sent] = {}
-        self._pending_lock = threading.Lock()
-        self._ids = itertools.count(0)
+        self._awaiting = Awaiting()
         self._workers: set[threading.Thread] = set()
         self._workers_lock = threading.Lock()
         self._closed = threading.Event()
@@ -221,15 +147,11 @@ class Endpoint:
     def request(self, method: str, params: object, give_up: Callable[[], bool] | None = None) -> Sent:
         """Send a request: the Future of its result. A request that cannot be sent is settled at
         once (cancelled when the connection has closed, PeerError for a value JSON cannot hold)."""
-        sent = Sent(next(self._ids))
-        if self._closed.is_set():
-            sent.cancel()
+        sent = self._awaiting.new(closed=self._closed.is_set())
+        if sent.done():
             return sent
-        with self._pending_lock:
-            self._pending[sent.id] = sent
-        sent.add_done_callback(self._forget)  # (on whichever thread settles it: a dict pop)
         if not self._send({"jsonrpc": "2.0", "id": sent.id, "method": method, "params": params}, give_up):
-            _settle(sent, error="the request could not be sent")
+            settle(sent, error="the request could not be sent")
         return sent
 
     @property
@@ -241,10 +163,6 @@ class Endpoint:
         """Have senders waiting for room in the output check their give_up again."""
         self._writer.wake()
 
-    def _forget(self, sent: Future[Any]) -> None:
-        with self._pending_lock:
-            self._pending.pop(sent.id, None)  # type: ignore[attr-defined]
-
     def _send(self, frame: dict[str, Any], give_up: Callable[[], bool] | None = None, hold: bool = True) -> bool:
         try:
             data = codec.dumps(frame)
@@ -252,10 +170,10 @@ class Endpoint:
             self._log.error("unencodable frame not sent", detail=_traceback())
             if "id" not in frame or "method" in frame:
                 return False
-            data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("unencodable result")))
+            data = codec.dumps(error_frame(frame["id"], RpcError.internal_error("unencodable result")))
         if len(data) > self._max_frame and "id" in frame and "method" not in frame:
             self._log.error(f"response of {len(data)} bytes exceeds the frame cap; an error is sent instead")
-            data = codec.dumps(_error_frame(frame["id"], RpcError.internal_error("result too large")))
+            data = codec.dumps(error_frame(frame["id"], RpcError.internal_error("result too large")))
         if hold and self._dispatcher_id == threading.get_ident():
             self._held.append(data)
             if len(self._held) >= HELD_FRAMES or ("method" in frame and "id" in frame):
@@ -274,7 +192,7 @@ class Endpoint:
         self._send({"jsonrpc": "2.0", "id": msg_id, "result": result}, give_up, hold)
 
     def _respond_error(self, msg_id: object, error: RpcError) -> None:
-        self._send(_error_frame(msg_id, error))
+        self._send(error_frame(msg_id, error))
 
     # ---- serving --------------------------------------------------------------------------
 
@@ -316,7 +234,7 @@ class Endpoint:
             if self._closed.is_set():
                 break
             if isinstance(frame, Oversized):
-                self._respond_error(_oversized_id(frame), error)
+                self._respond_error(oversized_id(frame), error)
                 continue
             if not isinstance(frame, bytes):
                 continue
@@ -326,9 +244,9 @@ class Endpoint:
                 self._respond_error(None, RpcError.parse_error())
                 continue
             if isinstance(msg, dict) and "method" in msg and "id" in msg:
-                self._respond_error(msg["id"] if _envelope_problem(msg) is None else None, error)
-            elif isinstance(msg, dict) and "method" not in msg and self._awaited(msg.get("id")):
-                self._settle(msg)
+                self._respond_error(msg["id"] if envelope_problem(msg) is None else None, error)
+            elif isinstance(msg, dict) and "method" not in msg and self._awaiting.awaits(msg.get("id")):
+                self._answer(msg)
         self._close()
 
     def _close(self) -> None:
@@ -337,10 +255,7 @@ class Endpoint:
                 return
             self._closed.set()
             self._room.notify_all()
-        with self._pending_lock:
-            pending = list(self._pending.values())
-        for sent in pending:
-            sent.cancel()
+        self._awaiting.cancel_all()
         if self._on_close is not None:
             try:
                 self._on_close()
@@ -374,13 +289,13 @@ class Endpoint:
     def _take(self, frame: bytes | Oversized) -> None:
         if isinstance(frame, Oversized):
             self._log.warning(f"frame of {frame.size} bytes refused (cap {self._max_frame})")
-            sent = self._oversized_answer(frame)
+            sent = self._awaiting.answered_by(frame)
             if sent is not None:  # an answer to one of ours: that request fails now, not at its timeout
-                return _settle(sent, error=f"the answer of {frame.size} bytes exceeds the frame cap "
+                return settle(sent, error=f"the answer of {frame.size} bytes exceeds the frame cap "
                                            f"of {self._max_frame} bytes")
             # A request is answered under its own id, read from either end of the line (a client
             # waits on that id: an error with a null id would leave its request open for ever).
-            return self._respond_error(_oversized_id(frame), RpcError.invalid_request(
+            return self._respond_error(oversized_id(frame), RpcError.invalid_request(
                 f"the frame of {frame.size} bytes exceeds the limit of {self._max_frame} bytes for one frame"))
         if not frame or frame.isspace():
             return
@@ -392,12 +307,12 @@ class Endpoint:
             msg_id = msg.get("id", _NO_ID)
             if type(msg_id) is str or (type(msg_id) is int and -(2 ** 63) <= msg_id < 2 ** 63):
                 return self._enqueue(msg, len(frame))  # a well-formed request: the common case
-        problem = _envelope_problem(msg)
+        problem = envelope_problem(msg)
         if not problem and "id" in msg and "method" in msg:
             return self._enqueue(msg, len(frame))
         self._hand_on()  # what came before is queued before this takes effect
-        if problem and isinstance(msg, dict) and "method" not in msg and self._awaited(msg.get("id")):
-            return self._settle(msg)  # a malformed answer to one of ours: it settles that request
+        if problem and isinstance(msg, dict) and "method" not in msg and self._awaiting.awaits(msg.get("id")):
+            return self._answer(msg)  # a malformed answer to one of ours: it settles that request
         if problem:
             return self._respond_error(None, RpcError.invalid_request(problem))
         if "method" in msg:
@@ -406,29 +321,14 @@ class Endpoint:
             if "id" not in msg and msg["method"] in self._in_order:
                 return self._notified(msg)
             return self._enqueue(msg, len(frame))
-        self._settle(msg)
-
-    def _oversized_answer(self, frame: Oversized) -> Sent | None:
-        """The request of ours an oversized line answers, when one of its ends names the id of
-        one (a response: an "id" and a "result" or "error", no "method")."""
-        import re
-
-        ends = frame.head + b"\0" + frame.tail
-        if b'"method"' in ends or not (b'"result"' in ends or b'"error"' in ends):
-            return None
-        with self._pending_lock:
-            for match in re.finditer(rb'"id"\s*:\s*(\d{1,18})\s*[,}]', ends):
-                sent = self._pending.pop(int(match.group(1)), None)
-                if sent is not None:
-                    return sent
-        return None
+        self._answer(msg)
 
     def _cancel_request(self, params: object) -> None:
         """On the reader, in frame order: the request named is cancelled."""
         msg_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(msg_id, bool) or not isinstance(msg_id, (int, str)):
             return
-        key = _id_key(msg_id)
+        key = id_key(msg_id)
         with self._cancel_lock:
             prepared = self._running.get(key, _NO_ID)
             if prepared is _NO_ID or prepared is None:
@@ -447,30 +347,9 @@ class Endpoint:
         if self._cancel_method and not self._closed.is_set():
             self.notify(self._cancel_method, {"requestId": sent.id})
 
-    def _awaited(self, msg_id: object) -> bool:
-        slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
-        with self._pending_lock:
-            return slot_id in self._pending
-
-    def _settle(self, msg: dict[str, Any]) -> None:
-        """A response to one of our requests; anything not well-formed settles it as an error."""
-        msg_id = msg.get("id")
-        slot_id = msg_id if type(msg_id) is int else _int_text(msg_id)
-        with self._pending_lock:
-            sent = self._pending.pop(slot_id, None) if slot_id is not None else None
-        if sent is None:
-            self._log.info(f"response to unknown request id {msg_id!r} ignored")
-            return
-        if type(msg_id) is not int:
-            _settle(sent, error=f"answer with the id {msg_id!r}, not the number sent")
-        elif msg.get("jsonrpc") != "2.0":
-            _settle(sent, error="answer without jsonrpc 2.0")
-        elif "error" in msg:
-            _settle(sent, error=msg["error"] if msg["error"] is not None else "null error")
-        elif "result" in msg:
-            _settle(sent, msg["result"])
-        else:
-            _settle(sent, error="answer with neither result nor error")
+    def _answer(self, msg: dict[str, Any]) -> None:
+        if not self._awaiting.answer(msg):
+            self._log.info(f"response to unknown request id {msg.get('id')!r} ignored")
 
     def _enqueue(self, msg: dict[str, Any], size: int) -> None:
         """On the reader: a frame for the dispatcher, gathered into the run being read."""
@@ -564,7 +443,7 @@ class Endpoint:
         params = msg.get("params", {})
         if not isinstance(params, dict):
             return self._respond_error(msg_id, RpcError.invalid_params("params must be an object"))
-        key = _id_key(msg_id) if self._cancel_method else None
+        key = id_key(msg_id) if self._cancel_method else None
         key_cancelled = False
         if key is not None:
             with self._cancel_lock:
@@ -637,7 +516,7 @@ class Endpoint:
             self._call(route, method, msg_id, args, _always)
         finally:
             if self._cancel_method:
-                self._forget_running(_id_key(msg_id))
+                self._forget_running(id_key(msg_id))
             with self._workers_lock:
                 self._workers.discard(threading.current_thread())
                 self._held_frames -= 1
@@ -684,65 +563,6 @@ class Endpoint:
 
 def _always() -> bool:
     return True
-
-
-def _oversized_id(frame: Oversized) -> object:
-    """The id of an oversized request, read from the start of its line (before its params) or
-    else from its end (after them); None when neither shows one."""
-    import re
-
-    if b'"method"' not in frame.head + frame.tail:
-        return None
-    pattern = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?=\s*[,}])|"(?:[^"\\]|\\.){0,256}")')
-    before_params = pattern.findall(frame.head.split(b'"params"')[0])
-    found = before_params[0] if before_params else (pattern.findall(frame.tail) or [None])[-1]
-    if found is None:
-        return None
-    try:
-        return codec.loads(found)
-    except codec.JSONDecodeError:
-        return None
-
-
-def _error_frame(msg_id: object, error: RpcError) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "error": error.to_dict()}
-
-
-def _id_key(msg_id: object) -> tuple[Any, ...]:
-    """A request id as a key: 5 and "5" are two ids."""
-    return (type(msg_id).__name__, msg_id)
-
-
-def _int_text(value: object) -> int | None:
-    """The number a string id spells ("7"): a client that answered with the wrong id type."""
-    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 19:
-        return int(value)
-    return None
-
-
-def _envelope_problem(msg: object) -> str | None:
-    """Why a decoded frame is not a JSON-RPC 2.0 message, or None."""
-    if isinstance(msg, list):
-        return "batches are not supported"
-    if not isinstance(msg, dict):
-        return "a frame must be a JSON object"
-    if "id" in msg:
-        msg_id = msg["id"]
-        # ACP's RequestId is null, a string or an int64 (orjson reads larger numbers as floats):
-        # a fractional id could not be echoed in a valid frame.
-        if isinstance(msg_id, bool) or not isinstance(msg_id, (str, int, type(None))):
-            return "id must be a string, an integer or null"
-        if isinstance(msg_id, int) and not -(2 ** 63) <= msg_id < 2 ** 63:
-            return "id must be a string, an integer or null"
-    if "method" in msg:
-        if msg.get("jsonrpc") != "2.0":
-            return 'jsonrpc must be "2.0"'
-        if not isinstance(msg["method"], str):
-            return "method must be a string"
-        return None
-    if "result" in msg or "error" in msg:
-        return None  # a response; its own checks happen when it is settled
-    return "neither a request, a notification nor a response"
 
 
 def _traceback() -> str:

@@ -16,11 +16,11 @@ import threading
 import time
 from typing import Any, BinaryIO
 
-from bob_acp import children, threads
 from bob_acp import log as bob_log
+from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
-from bob_acp.sandbox import Sandbox, looks_denied, looks_offline
+from bob_acp.sandbox import Sandbox, children, looks_denied, looks_offline
 from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 from bob_acp.workspace import Workspace

@@ -1,6 +1,6 @@
 """Every process Bob starts ends with what started it: a tool call, a session, or Bob itself.
 
-Bob's processes are started by its supervisor (bob_acp/supervisor.py, a small process of its
+Bob's processes are started by its supervisor (supervisor.py, a small process of its
 own), never by Bob directly. The supervisor is the *child subreaper* of all of them: a process
 that leaves its group (`setsid`), double-forks or unsets Bob's owner tag is still below it, and
 when Bob ends in any way (even SIGKILL: the socket between them closes) it kills every one of
@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 
-from bob_acp import supervisor as wire
+from bob_acp.sandbox import supervisor as wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

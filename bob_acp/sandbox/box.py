@@ -1,35 +1,22 @@
-"""The sandbox of the commands Bob runs (`tools.sandbox`): what this machine gives one, what a
-session's sandbox covers, and the launcher command every sandboxed command is started with.
-
-Each session gets a sandbox of its own (bob_acp/sandbox_exec.py `host`), made at a turn's first
-sandboxed command: a user namespace holding a mount, a PID, an IPC and (unless
-`tools.sandboxNetwork`) a network namespace, in a memory cgroup of the session's where one can
-be made (bob_acp/cgroup.py). Its commands join it (`run --join`), so a server one command starts
-as a background job is there for the next; it ends with the turn when nothing of it runs (an
-idle session holds no process), else when the job or the session ends. Inside: writes only in the session's folders and a /tmp of its own (Landlock); .git,
-.bob, AGENTS.md and Bob's own installation read-only; no UNIX socket of another program (a /tmp
-and a /run/user of its own, /dev/null over the sockets of programs outside); a loopback and no
-other network; no signal to or trace of anything outside; no capabilities; limits on processes
-and memory; no core dumps.
-
-Where the kernel cannot give all of that, `coverage()` says what is missing: the start-up line
-and `--check` show it, commands are asked before they run (unless `tools.sandbox: best-effort`),
-and a command that runs with nothing confining it is never labelled sandboxed.
-"""
+"""One session's sandbox (`Sandbox`): its host made at a turn's first command and ended with the
+turn when nothing of it runs, the launcher command each command starts with, what is protected
+and hidden in it, the look at what its commands and their jobs plant, and the watch while it
+lives (sockets bound outside, plants between commands, jobs that end)."""
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import os
 import sys
 import tempfile
 import threading
 
-from bob_acp import cgroup, threads
-from bob_acp.cgroup import Cgroup
-from bob_acp.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
+from bob_acp import threads
+from bob_acp.sandbox.cgroup import Cgroup
+from bob_acp.sandbox.children import PYTHON_FLAGS
+from bob_acp.sandbox.kernel import LAUNCHER, PROBE_TIMEOUT, abi, coverage, limits_of, machine
+from bob_acp.sandbox.names import PLANTED_NAMES, PROTECTED_NAMES, gitdir, nested_repositories, secrets_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,250 +27,10 @@ if TYPE_CHECKING:
     from bob_acp.log import Logger
     from bob_acp.workspace import Workspace
 
-LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_exec.py")
-NETWORK_ABI = 4  # the first Landlock ABI that can deny TCP
-SCOPES_ABI = 6  # the first that keeps signals and abstract UNIX sockets inside
-PROBE_TIMEOUT = 10.0
 HOST_TIMEOUT = 15.0
 SOCKET_WATCH = 0.25  # seconds between looks for a socket bound outside while a sandbox lives
 NAMESPACES_EVERY = 16  # looks between two walks of /proc for network namespaces
-MiB = 1024 * 1024
-# What a command's failure says when the sandbox may have been what stopped it.
-DENIED_SIGNS = ("Permission denied", "Operation not permitted", "Read-only file system", "EACCES", "EPERM", "EROFS")
-NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Couldn't connect to server",
-                 "Temporary failure in name resolution", "Name or service not known", "ENETUNREACH",
-                 "getaddrinfo", "Failed to establish a new connection", "nodename nor servname",
-                 "Could not resolve", "No route to host", "unable to access", "Connection refused", "ECONNREFUSED")
-PROTECTED_NAMES = (".git", ".bob", "AGENTS.md")
-PLANTED_TITLE = ("A job a sandboxed command left running created files that run code or instruct Bob later: taken "
-                 "out of the project")
-PLANTED_NAMES = (".git", ".gitmodules", "AGENTS.md")  # what a command must not create at a root (.bob: Bob makes it)
 
-
-class Machine:
-    """What this machine gives a sandbox: the launcher's probe, once per process."""
-
-    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "view", "error", "cut_off")
-
-    def __init__(self, report: dict[str, Any], cut_off: bool = False):
-        self.cut_off = cut_off  # the probe was ended before it answered (Bob shutting down): no answer at all
-        have: dict[str, Any] = report["have"] if isinstance(report.get("have"), dict) else {}
-        self.landlock = int(report.get("landlock") or 0)
-        self.namespaces = bool(report.get("ok"))
-        self.proc = bool(have.get("proc"))
-        self.pid_max = bool(have.get("pid_max"))
-        self.private_tmp = bool(have.get("private_tmp"))
-        self.loopback = have.get("loopback") is not False
-        self.view = bool(have.get("view"))  # no Landlock: every mount but the session's read-only
-        self.error = None if self.namespaces else str(report.get("error") or "the probe failed")
-
-
-def abi(env: dict[str, Any] | None = None) -> int:
-    """The Landlock ABI this kernel offers; 0: none (BOB_ACP_NO_LANDLOCK=1 says so, for tests)."""
-    if (env if env is not None else os.environ).get("BOB_ACP_NO_LANDLOCK") == "1":
-        return 0
-    return _kernel_abi()
-
-
-@functools.lru_cache(maxsize=1)
-def _kernel_abi() -> int:
-    if not sys.platform.startswith("linux"):
-        return 0
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        version = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    except (OSError, AttributeError):
-        return 0
-    return max(0, version)
-
-
-_machines: dict[tuple[Any, ...], Machine] = {}
-_machines_lock = threading.Lock()
-
-
-def machine(network: bool) -> Machine:
-    """What this machine gives a sandbox with (or without) the network: probed once."""
-    key = (network, os.environ.get("BOB_ACP_NO_LANDLOCK") == "1", os.environ.get("BOB_ACP_NO_NAMESPACES") == "1")
-    with _machines_lock:
-        known = _machines.get(key)
-        if known is None:
-            known = _probe(network)
-            if not known.cut_off:  # (a probe cut off answered nothing: asked again next time)
-                _machines[key] = known
-        return known
-
-
-def _probe(network: bool) -> Machine:
-    import json
-    import subprocess
-
-    if not sys.platform.startswith("linux"):
-        return Machine({"ok": False, "error": "not Linux", "landlock": 0})
-    if os.environ.get("BOB_ACP_NO_NAMESPACES") == "1":  # a machine without them, as a test makes one
-        return Machine({"ok": False, "error": "namespaces are off (BOB_ACP_NO_NAMESPACES=1)", "landlock": abi()})
-    command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "probe"] + ([] if network else ["--no-network"])
-    try:
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT,
-                              cwd="/")
-        if done.returncode < 0:  # ended by a signal (Bob's own shutdown): it said nothing of the machine
-            return Machine({"ok": False, "error": "the probe was cut off", "landlock": abi()}, cut_off=True)
-        report = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
-        return Machine({"ok": False, "error": f"the probe failed: {exc}", "landlock": abi()})
-    if not isinstance(report, dict):
-        return Machine({"ok": False, "error": "the probe answered nothing", "landlock": abi()})
-    return Machine(report)
-
-
-# ---- what a sandbox covers -----------------------------------------------------------------------
-
-class Coverage:
-    """What a sandbox of this configuration covers on this machine: `held` and `missing`, each
-    a list of lines a person reads; `complete` when every guarantee holds."""
-
-    __slots__ = ("held", "missing", "confines", "complete", "limits")
-    limits: list[str]
-
-    def __init__(self, found: Machine, network: bool, processes: int, memory: int):
-        from bob_acp import children
-
-        held: list[str] = []
-        missing: list[str] = []
-        ns = found.namespaces
-        # Landlock confines writes; without it, the namespace's read-only view does.
-        self.confines = found.landlock >= 1 or (ns and found.view)
-
-        def item(ok: bool, yes: str, no: str) -> None:
-            (held if ok else missing).append(yes if ok else no)
-
-        where = ("writes only in the session's folders and a /tmp of its own" if ns and found.private_tmp
-                 else "writes only in the session's folders and the temporary folder")
-        if found.landlock < 1:
-            where += " (no Landlock here: every other mount is read-only to commands)"
-        item(self.confines, where,
-             "no Landlock, and no namespace to make the rest read-only: writes are not confined")
-        item(ns, ".git, .bob, AGENTS.md and Bob's own installation read-only",
-             "no namespaces: .git, .bob and AGENTS.md stay writable to commands")
-        item(ns, "Bob's keys, configuration, state and checkpoint store, and tools.sandboxHide (~/.ssh, ~/.aws …) "
-             "hidden", "no namespaces: Bob's keys and the user's credentials (~/.ssh …) are readable by commands")
-        item(ns and (not network or found.landlock >= SCOPES_ABI),
-             "no UNIX socket of another program (tmux, D-Bus, Docker, ssh-agent)",
-             "no namespaces: the UNIX sockets of other programs (tmux, D-Bus, Docker, ssh-agent) are reachable"
-             if not ns else f"Landlock ABI {found.landlock}: abstract UNIX sockets of other programs are reachable")
-        if network:
-            held.append("network on: TCP and UDP to any host, this machine's own services (localhost) included")
-        else:
-            item(ns and found.loopback, "no network (a loopback of its own)",
-                 f"Landlock ABI {found.landlock}: TCP denied but UDP open" if found.landlock >= NETWORK_ABI
-                 else "the network cannot be denied")
-        item(ns or found.landlock >= SCOPES_ABI, "no signal to or trace of Bob or anything outside",
-             "commands can signal Bob and its other processes")
-        guard = children.orphan_guard()
-        item(guard is None or (ns and found.proc), "nothing it starts outlives Bob",
-             f"a process that leaves its group may outlive Bob ({guard})")
-        item(sys.platform.startswith("linux"), "Bob's memory, environment and core closed to it",
-             "Bob's memory can be read by its commands")
-        # (a process limit needs the namespace's pid_max, or RLIMIT_NPROC in a user namespace,
-        # which the kernel does not apply to root)
-        bounded = ns and (found.pid_max or os.geteuid() != 0)
-        together = ns and cgroup.parent() is not None
-        self.limits = [f"at most {processes} processes" if bounded else "no limit on the number of processes here",
-                       f"{memory // MiB} MiB of memory for the session's commands together, /dev/shm included (a "
-                       "cgroup), and per process, no core dumps" if together else
-                       f"{memory // MiB} MiB of memory per process and for /dev/shm (no cgroup can be made here to "
-                       "bound them together), no core dumps"]
-        self.held, self.missing = held, missing
-        self.complete = self.confines and not missing
-
-
-def default_memory() -> int:
-    """A quarter of the machine's memory (at least 1 GiB): one runaway command leaves the rest."""
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        total = 8 * 1024 * MiB
-    return max(1024 * MiB, total // 4)
-
-
-def limits_of(cfg: Config) -> tuple[int, int]:
-    limits = cfg.tools.limits
-    return int(limits.processes), int(limits.memory) * MiB if limits.memory else default_memory()
-
-
-def coverage(cfg: Config) -> Coverage:
-    network = bool(cfg.tools.sandboxNetwork)
-    return Coverage(machine(network), network, *limits_of(cfg))
-
-
-def status(cfg: Config) -> tuple[str, bool] | None:
-    """One line on the sandbox for the log and --check, and whether it is a warning (the
-    sandbox is not all it is documented to be here); None when it is off."""
-    mode = cfg.tools.sandbox
-    if mode == "off":
-        return None
-    found = machine(bool(cfg.tools.sandboxNetwork))
-    covered = coverage(cfg)
-    kernel = f"Landlock ABI {found.landlock}" + (", namespaces" if found.namespaces else "")
-    if covered.complete:
-        return f"sandbox: {mode} ({kernel}): " + "; ".join(covered.held + covered.limits), False
-    lacking = "; ".join(covered.missing)
-    if not covered.confines:
-        action = ("bash calls are refused (tools.sandbox: best-effort runs them, asking first)" if mode == "workspace"
-                  else "commands run unconfined, each asked first")
-    elif mode == "workspace":
-        action = "commands run in what there is, each asked first (tools.sandbox: best-effort runs them unasked)"
-    else:
-        action = "sandboxed mode runs commands unasked in what there is"
-    return f"sandbox: {mode} is incomplete here ({kernel}): {lacking}; {action}", True
-
-
-def describe(cfg: Config) -> dict[str, Any]:
-    """The sandbox's state for `--check --json`."""
-    if cfg.tools.sandbox == "off":
-        return {"mode": "off"}
-    found = machine(bool(cfg.tools.sandboxNetwork))
-    covered = coverage(cfg)
-    return {"mode": cfg.tools.sandbox, "landlock": found.landlock, "namespaces": found.namespaces,
-            "complete": covered.complete, "covers": covered.held, "limits": covered.limits,
-            "missing": covered.missing, "problem": found.error}
-
-
-def trial(cfg: Config, ws: Workspace) -> str | None:
-    """A command run as a session's would be, writing a file in the project, reading it back and
-    removing it: None when it could, else what stopped it. A sandbox that cannot write the
-    project (ids not mapped, a mount it could not make) is no sandbox for it, whatever the
-    kernel offers. Nothing is tried where the user cannot write the project either."""
-    import subprocess
-
-    if not os.access(ws.cwd, os.W_OK):
-        return None
-    box = Sandbox(cfg, ws, f"check-{os.getpid()}")
-    name = f".bob-check-{os.getpid()}"
-    script = f'echo written > {name} && [ "$(cat {name})" = written ] && cat {name}; status=$?; rm -f {name}; exit $status'
-    try:
-        done = subprocess.run(box.command(["sh", "-c", script]), env=box.environment(None), cwd=ws.cwd,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"a command could not be run in it: {exc}"
-    finally:
-        box.end()
-    if done.returncode == 0 and done.stdout.strip() == "written":
-        return None
-    said = (done.stderr.strip() or done.stdout.strip()).splitlines()
-    return f"a command in it cannot write the project: {said[-1] if said else f'exit status {done.returncode}'}"
-
-
-def looks_denied(output: str) -> bool:
-    return any(sign in output for sign in DENIED_SIGNS)
-
-
-def looks_offline(output: str) -> bool:
-    return any(sign in output for sign in NETWORK_SIGNS)
-
-
-# ---- a session's sandbox -------------------------------------------------------------------------
 
 class Sandbox:
     """One session's sandbox: made at a turn's first command, ended at the turn's end when no job
@@ -318,7 +65,7 @@ class Sandbox:
         self.on_planted: Callable[[list[str]], None] | None = None  # the user told at once (the session's news)
         self._cgroup: Cgroup | None = None  # the memory its commands share (made with its first host)
         self._cgroup_tried = False
-        self._hide = _secrets(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
+        self._hide = secrets_of(cfg) + [os.path.abspath(os.path.expanduser(p)) for p in cfg.tools.sandboxHide]
 
     # ---- what it is ---------------------------------------------------------------------------
 
@@ -385,26 +132,26 @@ class Sandbox:
         job plants between commands is taken out."""
         import subprocess
 
-        from bob_acp import sandbox_exec
+        from bob_acp.sandbox import confine
 
         try:
             namespace = os.stat(f"/proc/{pid}/ns/pid").st_ino
         except OSError:
             return
-        tables = sandbox_exec.network_namespaces()
-        seen = {inode for _path, inode in sandbox_exec.listening_sockets(tables)}
+        tables = confine.network_namespaces()
+        seen = {inode for _path, inode in confine.listening_sockets(tables)}
         for look in itertools.count(1):
             if stop.wait(SOCKET_WATCH):
                 return
             if look % NAMESPACES_EVERY == 0:  # (walks of /proc, now and then: a new container, jobs ended)
-                tables = sandbox_exec.network_namespaces()
+                tables = confine.network_namespaces()
                 self._end_when_jobs_end()
                 if stop.is_set():
                     return
             self._look_between_commands()
-            now = {inode for _path, inode in sandbox_exec.listening_sockets(tables)}
+            now = {inode for _path, inode in confine.listening_sockets(tables)}
             new, seen = now - seen, now
-            if new and set(sandbox_exec.socket_holders(new, namespace)) != new:  # (not all the sandbox's own)
+            if new and set(confine.socket_holders(new, namespace)) != new:  # (not all the sandbox's own)
                 command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "cover", *self._joining(pid)]
                 try:
                     subprocess.run(command, env=_plain_env(), cwd="/", stdin=subprocess.DEVNULL,
@@ -437,14 +184,14 @@ class Sandbox:
         found: list[str] = []
         for root in self.roots:
             found += [os.path.join(root, name) for name in PROTECTED_NAMES]
-            gitdir = _gitdir(os.path.join(root, ".git"))
-            if gitdir:
-                found.append(gitdir)
+            named = gitdir(os.path.join(root, ".git"))
+            if named:
+                found.append(named)
         for dot_git in self._nested or ():  # (looked for when its host is made: _start_host)
             found.append(dot_git)
-            gitdir = _gitdir(dot_git)
-            if gitdir:
-                found.append(gitdir)
+            named = gitdir(dot_git)
+            if named:
+                found.append(named)
         mine = [os.path.dirname(os.path.abspath(__file__)), sys.prefix]
         found += [path for path in mine if self._inside(path)]
         return list(dict.fromkeys(found))
@@ -646,7 +393,7 @@ class Sandbox:
             return self._host_pid
 
     def _make_folder(self) -> None:
-        from bob_acp import children
+        from bob_acp.sandbox import children
 
         os.makedirs(self.folder, mode=0o700, exist_ok=True)
         children.keep_on_exit(self.folder)
@@ -656,7 +403,8 @@ class Sandbox:
         import select
         import subprocess
 
-        from bob_acp import bobdir, children
+        from bob_acp import bobdir
+        from bob_acp.sandbox import children
 
         self._make_folder()
         for root in self.roots:
@@ -745,7 +493,7 @@ class Sandbox:
         """The session is over: its sandbox ends (every process in it) and its folder goes."""
         import shutil
 
-        from bob_acp import children
+        from bob_acp.sandbox import children
 
         with self._lock:
             alive = self._host_pid is not None
@@ -767,59 +515,6 @@ class Sandbox:
             self.log.warning(f"[acp] sandbox: {line}")
 
 
-NESTED_WALK = 20000  # folders a look for repositories inside a root reads at most
-SKIPPED_FOLDERS = frozenset({".git", ".bob", "node_modules", ".venv", "venv", "__pycache__", ".tox", "target"})
-
-
-def nested_repositories(root: str) -> list[str]:
-    """The `.git` (folder, or file naming a git directory) of each repository inside `root`,
-    submodules included, without following links; the heaviest folders that hold none are
-    skipped, and at most NESTED_WALK folders are read."""
-    found: list[str] = []
-    pending = [root]
-    read = 0
-    while pending and read < NESTED_WALK:
-        folder = pending.pop()
-        read += 1
-        try:
-            with os.scandir(folder) as entries:
-                for entry in entries:
-                    if entry.name == ".git" and folder != root:
-                        found.append(entry.path)
-                    elif entry.name not in SKIPPED_FOLDERS and entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-        except OSError:
-            continue
-    return found
-
-
-def _secrets(cfg: Config) -> list[str]:
-    """Bob's own secrets outside its config folder: the key files the configuration names, the
-    configuration file itself (headers may hold keys), and Bob's state folder (the checkpoint
-    key, the chat's history)."""
-    base = os.path.dirname(cfg.source) if cfg.source else os.getcwd()
-    found = [cfg.model.apiKeyFile, cfg.source,
-             *(entry.get("apiKeyFile") for entry in cfg.models if isinstance(entry, dict))]
-    from bob_acp import bobdir
-
-    return [os.path.join(base, os.path.expanduser(p)) for p in found if isinstance(p, str) and p] + [
-        bobdir.user_state()]
-
-
-def _gitdir(dot_git: str) -> str | None:
-    """The git directory a `.git` file names (a worktree, a submodule), or None."""
-    try:
-        if not os.path.isfile(dot_git) or os.path.islink(dot_git):
-            return None
-        with open(dot_git, encoding="utf-8", errors="replace") as handle:
-            first = handle.read(4096).splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    if not first.startswith("gitdir:"):
-        return None
-    return os.path.normpath(os.path.join(os.path.dirname(dot_git), first[len("gitdir:"):].strip()))
-
-
 def _plain_env() -> dict[str, str]:
     """The host's environment: only what running Python needs (it passes nothing on)."""
     return {name: value for name, value in os.environ.items()
@@ -831,3 +526,28 @@ def for_session(cfg: Config, ws: Workspace, owner: str, log: Logger | None = Non
     if cfg.tools.sandbox == "off":
         return None
     return Sandbox(cfg, ws, owner, log)
+
+
+def trial(cfg: Config, ws: Workspace) -> str | None:
+    """A command run as a session's would be, writing a file in the project, reading it back and
+    removing it: None when it could, else what stopped it. A sandbox that cannot write the
+    project (ids not mapped, a mount it could not make) is no sandbox for it, whatever the
+    kernel offers. Nothing is tried where the user cannot write the project either."""
+    import subprocess
+
+    if not os.access(ws.cwd, os.W_OK):
+        return None
+    box = Sandbox(cfg, ws, f"check-{os.getpid()}")
+    name = f".bob-check-{os.getpid()}"
+    script = f'echo written > {name} && [ "$(cat {name})" = written ] && cat {name}; status=$?; rm -f {name}; exit $status'
+    try:
+        done = subprocess.run(box.command(["sh", "-c", script]), env=box.environment(None), cwd=ws.cwd,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"a command could not be run in it: {exc}"
+    finally:
+        box.end()
+    if done.returncode == 0 and done.stdout.strip() == "written":
+        return None
+    said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+    return f"a command in it cannot write the project: {said[-1] if said else f'exit status {done.returncode}'}"

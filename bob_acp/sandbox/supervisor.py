@@ -1,7 +1,7 @@
 """Bob's supervisor: the parent of every process Bob runs, and what ends them all when Bob ends.
 
 Run as `python -I -S supervisor.py FD` (standard library only, nothing of Bob imported), FD its
-end of a UNIX socket pair with Bob (see bob_acp/children.py). It is the *child subreaper* of its
+end of a UNIX socket pair with Bob (see children.py). It is the *child subreaper* of its
 tree, so a process that leaves its group (`setsid`), double-forks or drops Bob's owner tag from
 its environment is still its descendant: when its parent ends, it is reparented here, never to
 init. When the socket closes (Bob exited, or was killed, even with SIGKILL), it kills every
