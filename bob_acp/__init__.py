@@ -9,7 +9,7 @@ How start-up works (what an editor waits for between spawning Bob and its answer
   under `TYPE_CHECKING = False; if TYPE_CHECKING:`, so `typing` and the modules a type comes from
   are not imported to run.
 - The engine, the tools, the sessions, the skills and the rooms of the ACP layer are
-  `bob_acp.lazy.LazyModule`s: imported on first use, or by the warm-up thread that starts once
+  `bob_acp.acp.lazy.LazyModule`s: imported on first use, or by the warm-up thread that starts once
   `initialize` is answered, so the first `session/new` finds them loaded.
 - The first frames go through the standard library's json (bob_acp.jsonrpc.codec's `_Stdlib`,
   with orjson's behaviour); the warm-up switches to orjson, whose import costs more than all of

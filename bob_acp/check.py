@@ -22,10 +22,11 @@ CHECK_TIMEOUT = 60.0
 
 def gather(cfg: Config) -> dict[str, Any]:
     """The whole report, as data."""
-    from bob_acp import __version__, providers, sandbox, skills
+    from bob_acp import __version__, providers, sandbox
     from bob_acp.acp.server import agent_capabilities
+    from bob_acp.context import skills
+    from bob_acp.files.workspace import Workspace
     from bob_acp.sandbox import children
-    from bob_acp.workspace import Workspace
 
     env = dict(os.environ)
     catalog = skills.discover(os.getcwd(), cfg)

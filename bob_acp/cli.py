@@ -184,11 +184,11 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     session opened then uses it: bob_acp.acp.runtime)."""
     from bob_acp import log as logging_setup
     from bob_acp import secrets, threads
+    from bob_acp.acp.lazy import loaded
     from bob_acp.acp.runtime import Reader
     from bob_acp.acp.server import AgentServer
     from bob_acp.jsonrpc.endpoint import Endpoint
     from bob_acp.jsonrpc.streams import Writer
-    from bob_acp.lazy import loaded
 
     threads.economise()
     interactive = os.isatty(0)
@@ -387,7 +387,7 @@ def _banner(log: Logger, cfg: Config, cwd: str, at: float) -> None:
     """The start-up lines that take a look around (skills, sandbox, the orphan guard): looked
     at first, then logged together, stamped with the start-up's time (`at`), so that the log
     stays in time order. Nothing is said of a sandbox whose probe Bob's shutdown cut off."""
-    from bob_acp import skills
+    from bob_acp.context import skills
     from bob_acp.sandbox import children
 
     catalog = skills.discover(cwd, cfg)

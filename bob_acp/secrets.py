@@ -1,6 +1,6 @@
 """Secrets in text and in Bob's own environment block: their redaction, in every form a secret
 can take in a text (raw, repr-escaped and JSON-escaped), and their removal from what a child can
-read of Bob's process. Which values are secrets is bob_acp.environment's business."""
+read of Bob's process. Which values are secrets is bob_acp.config.environment's business."""
 
 from __future__ import annotations
 

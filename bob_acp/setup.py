@@ -237,7 +237,7 @@ def write_config(path: str, model: dict[str, Any]) -> None:
     other key of an existing file kept."""
     import yaml
 
-    from bob_acp.atomic import atomic_write
+    from bob_acp.files.atomic import atomic_write
 
     data: dict[str, Any] = {}
     if os.path.exists(path):

@@ -645,7 +645,8 @@ def flood_rss(bob, env, cwd, n):
 
 
 def load_time(bob, env, cwd, n):
-    from bob_acp import history, sessions
+    from bob_acp import sessions
+    from bob_acp.context import history
 
     sid = sessions.new_id()
     messages = [history.system("s")]

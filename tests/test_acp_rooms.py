@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from bob_acp import history, log, sessions, workspace
+from bob_acp import log, sessions
 from bob_acp.acp import params, saved
 from bob_acp.acp.runtime import Reader
 from bob_acp.acp.server import AgentServer
+from bob_acp.context import history
+from bob_acp.files import workspace
 from bob_acp.jsonrpc.errors import RpcError
 
 

@@ -5,10 +5,12 @@ import datetime
 
 import pytest
 
-from bob_acp import config, history, log, sessions, skills, system_prompt, workspace
+from bob_acp import config, log, sessions
 from bob_acp.acp.runtime import Reader
 from bob_acp.acp.server import AgentServer
 from bob_acp.acp.updates import chosen_option
+from bob_acp.context import history, skills, system_prompt
+from bob_acp.files import workspace
 from bob_acp.jsonrpc.endpoint import PeerError, Sent
 from bob_acp.jsonrpc.errors import RpcError
 

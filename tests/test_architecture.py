@@ -16,13 +16,11 @@ LAYERS = [
     ("entry points", ["bob_acp.__main__", "bob_acp.cli", "bob_acp.chat", "bob_acp.setup", "bob_acp.check"]),
     ("acp", ["bob_acp.acp"]),
     ("engine", ["bob_acp.engine"]),
-    ("rooms", ["bob_acp.tools", "bob_acp.providers", "bob_acp.mcp", "bob_acp.sessions", "bob_acp.skills",
-               "bob_acp.system_prompt", "bob_acp.compress", "bob_acp.sandbox", "bob_acp.config", "bob_acp.environment",
-               "bob_acp.checkpoints"]),
-    ("leaves", ["bob_acp.history", "bob_acp.workspace", "bob_acp.cancel", "bob_acp.exceptions", "bob_acp.atomic",
-                "bob_acp.beneath",
-                "bob_acp.lazy", "bob_acp.jsontext", "bob_acp.log", "bob_acp.secrets", "bob_acp.httpio",
-                "bob_acp.timestamps", "bob_acp.bobdir", "bob_acp.threads", "bob_acp"]),
+    ("rooms", ["bob_acp.tools", "bob_acp.providers", "bob_acp.mcp", "bob_acp.sessions", "bob_acp.context",
+               "bob_acp.sandbox", "bob_acp.config", "bob_acp.checkpoints"]),
+    ("leaves", ["bob_acp.context.history", "bob_acp.files", "bob_acp.cancel", "bob_acp.exceptions",
+                "bob_acp.acp.lazy", "bob_acp.jsontext", "bob_acp.log", "bob_acp.secrets", "bob_acp.timestamps",
+                "bob_acp.threads", "bob_acp"]),
     ("transport", ["bob_acp.jsonrpc"]),
 ]
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from bob_acp import skills
+from bob_acp.context import skills
 
 JOB = os.path.join(skills.shipped_dir(), "bg-jobs", "scripts", "job")
 

@@ -11,14 +11,16 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bob_acp import config, history, sessions, workspace
+from bob_acp import config, sessions
 from bob_acp.cancel import Cancel
+from bob_acp.context import history
+from bob_acp.context.skills import Skill
 from bob_acp.exceptions import ModelError
+from bob_acp.files import workspace
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import anthropic, openai
 from bob_acp.providers import http as http_module
 from bob_acp.providers.base import ModelReply, Quiet, ToolCall
-from bob_acp.skills import Skill
 from bob_acp.tools import files
 from bob_acp.tools.base import ToolContext
 from bob_acp.tools.skill import ReadSkillTool
@@ -286,7 +288,7 @@ def test_every_history_the_engine_produces_round_trips_through_save_and_load(tmp
             return lambda *args: "reject" if name == "permission" else None
 
     engine = Engine(config.defaults(), Provider())
-    from bob_acp.skills import Catalog
+    from bob_acp.context.skills import Catalog
     conv = engine.new_conversation(workspace.of(str(folder)), Catalog())
     engine.run_turn(conv, codec.clean(question), Sink(), Cancel())
     store = sessions.SessionStore(str(folder), ".bob/sessions")

@@ -15,7 +15,7 @@ import pytest
 from bob_client import bob_command
 from chat_helpers import write_config  # noqa: F401  (tests of other files use it from here)
 
-from bob_acp import history
+from bob_acp.context import history
 
 pytestmark = pytest.mark.e2e
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

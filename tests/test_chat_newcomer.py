@@ -19,7 +19,7 @@ from chat_helpers import write_config
 from test_chat import TOOLS, finish
 from test_e2e_mcp import stdio
 
-from bob_acp import history as bob_history
+from bob_acp.context import history as bob_history
 
 pytestmark = pytest.mark.e2e
 

@@ -216,7 +216,7 @@ def test_the_reference_is_valid_yaml_that_loads_to_the_defaults(tmp_path):
 
 def test_a_misspelt_key_is_a_type_error_for_mypy_too():
     """The configuration's sections are real classes: their keys are known attributes."""
-    from bob_acp.config_schema import ModelSettings as Model
+    from bob_acp.config.schema import ModelSettings as Model
 
     assert "name" in Model.__annotations__ and "nmae" not in Model.__annotations__
     assert isinstance(config.defaults().model, Model)

@@ -12,7 +12,7 @@ import yaml
 from bob_client import allow, allow_always, message_text, updates
 from procs import wait_gone
 
-from bob_acp import history
+from bob_acp.context import history
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +68,8 @@ def test_a_model_that_streams_lone_surrogates_completes_its_turn(spawn_bob, serv
 
 @pytest.mark.parametrize("ref", ["call_\u00b2", "call_" + "9" * 5000, "call_-3"])
 def test_crafted_refs_in_a_session_file_are_invalid_params_not_internal_errors(spawn_bob, workdir, ref):
-    from bob_acp import history, sessions
+    from bob_acp import sessions
+    from bob_acp.context import history
     sid = sessions.new_id()
     call = {"id": "x", "ref": ref, "name": "bash", "arguments": {"command": "ls"}}
     sessions.SessionStore(str(workdir), ".bob/sessions").save(sid, [

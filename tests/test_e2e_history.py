@@ -13,7 +13,7 @@ import pytest
 import yaml
 from bob_client import allow, allow_always, bob_command, message_text, updates
 
-from bob_acp import history
+from bob_acp.context import history
 
 pytestmark = pytest.mark.e2e
 
@@ -87,7 +87,8 @@ def test_list_titles_paging_and_session_info_updates(history_bob, workdir):
 
 
 def test_a_thousand_sessions_are_paged_without_reading_whole_files(history_bob, workdir):
-    from bob_acp import history, sessions
+    from bob_acp import sessions
+    from bob_acp.context import history
     store = sessions.SessionStore(str(workdir), ".bob/sessions")
     big = "y" * 200_000  # every file large: a listing reads only its head
     for n in range(1000):

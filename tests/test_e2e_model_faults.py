@@ -12,7 +12,7 @@ from bob_client import allow, message_text, updates
 from fake_model import Response, _sse
 from test_e2e_mcp import stdio
 
-from bob_acp import history
+from bob_acp.context import history
 
 pytestmark = pytest.mark.e2e
 KEY = "sk-faults-key-0123456789abcdef"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from bob_client import allow, allow_always, message_text, updates
 
-from bob_acp import history
+from bob_acp.context import history
 
 pytestmark = pytest.mark.e2e
 

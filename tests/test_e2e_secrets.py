@@ -69,7 +69,7 @@ def test_agents_md_is_read_from_the_git_root_down_to_the_cwd_nearest_last(script
     outside = tmp_path / "outside.md"
     outside.write_text("outside rules")
     (root / "pkg" / "mod" / "LINKED.md").symlink_to(outside)
-    from bob_acp import system_prompt
+    from bob_acp.context import system_prompt
     found = system_prompt.agents_files(str(sub))
     assert [text for _, text in found] == ["root rules", "pkg rules", "module rules"]
     (sub / "AGENTS.md").unlink()

@@ -8,7 +8,7 @@ import pytest
 import yaml
 from bob_client import allow_always, message_text, updates
 
-from bob_acp import history
+from bob_acp.context import history
 
 pytestmark = pytest.mark.e2e
 
@@ -178,7 +178,8 @@ def test_load_replays_everything_then_commands_then_answers(bob_with_sessions, w
 
 
 def test_load_replays_tool_calls_completed_and_failed(bob_with_sessions, workdir):
-    from bob_acp import history, sessions
+    from bob_acp import sessions
+    from bob_acp.context import history
     sid = sessions.new_id()
     ok = {"id": "x1", "ref": "call_41", "name": "bash", "arguments": {"command": "ls"}}
     lost = {"id": "x2", "ref": "call_42", "name": "edit_file", "arguments": {"path": "a", "old_string": "b", "new_string": "c"}}

@@ -10,10 +10,11 @@ import time
 import pytest
 import yaml
 
-from bob_acp import atomic, config, log, workspace
+from bob_acp import config, log
 from bob_acp.acp.turn_queue import TurnQueue
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
+from bob_acp.files import atomic, workspace
 from bob_acp.jsonrpc.streams import Writer
 from bob_acp.tools import files
 from bob_acp.tools.base import ToolContext, run_in_worker

@@ -4,7 +4,7 @@ modules, which import each other's parts, can deadlock in the import system's mo
 import threading
 import time
 
-from bob_acp import lazy
+from bob_acp.acp import lazy
 
 
 def test_first_loads_from_two_threads_never_overlap(monkeypatch):

@@ -7,8 +7,9 @@ import pytest
 import yaml
 from fake_model import Response
 
-from bob_acp import config, history
+from bob_acp import config
 from bob_acp.cancel import Cancel
+from bob_acp.context import history
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers import http as http_module
 from bob_acp.providers.anthropic import AnthropicProvider

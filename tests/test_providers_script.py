@@ -7,8 +7,9 @@ import time
 import pytest
 import yaml
 
-from bob_acp import config, history
+from bob_acp import config
 from bob_acp.cancel import Cancel
+from bob_acp.context import history
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import TextOnly
 from bob_acp.providers.script import ScriptProvider

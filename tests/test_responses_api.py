@@ -9,8 +9,9 @@ import time
 import pytest
 import yaml
 
-from bob_acp import config, history
+from bob_acp import config
 from bob_acp.cancel import Cancel
+from bob_acp.context import history
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.jsonrpc import codec
 from bob_acp.providers import http as http_module
@@ -163,7 +164,7 @@ def test_the_default_configurations_request_is_byte_for_byte_as_before(server, t
 
 
 def test_a_header_that_reads_the_environment_is_kept_out_of_tools_and_logs(tmp_path):
-    from bob_acp import environment
+    from bob_acp.config import environment
 
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump({"models": [

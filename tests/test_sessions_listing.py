@@ -10,7 +10,8 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bob_acp import history, sessions
+from bob_acp import sessions
+from bob_acp.context import history
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40)
 tricky = st.sampled_from(['"messages"', '"messages": []', '{"messages": 1}', "messages", '\\"messages\\"', "}"])

@@ -11,7 +11,8 @@ import time
 import orjson
 import pytest
 
-from bob_acp import history, sessions
+from bob_acp import sessions
+from bob_acp.context import history
 
 
 def conversation():
@@ -122,7 +123,8 @@ def test_replay_items_follow_the_product_table():
 
 SAVER = r"""
 import sys
-from bob_acp import sessions, history
+from bob_acp import sessions
+from bob_acp.context import history
 store = sessions.SessionStore(sys.argv[1], "s")
 messages = [history.system("sys")]
 i = 0
@@ -158,7 +160,7 @@ def test_sigkill_while_saving_never_leaves_a_torn_file(tmp_path):
 def test_a_save_that_fails_between_its_write_and_its_rename_leaves_the_saved_file_as_it_was(tmp_path, monkeypatch):
     """The seam of an atomic save: the new version is whole somewhere else, the old one untouched
     at its path, until the rename. A save written in place fails this every time."""
-    from bob_acp import atomic
+    from bob_acp.files import atomic
 
     store = sessions.SessionStore(str(tmp_path), "s")
     sid = sessions.new_id()
@@ -212,7 +214,7 @@ def test_a_version_2_file_loads_its_user_messages_as_parts_and_saves_as_version_
 
 
 def test_the_gitignore_of_an_earlier_bob_is_brought_up_to_date_and_a_users_own_left_alone(tmp_path):
-    from bob_acp import bobdir
+    from bob_acp.files import bobdir
 
     old, mine = tmp_path / "old", tmp_path / "mine"
     for root, text in ((old, bobdir.OLD_GITIGNORE), (mine, "sessions/\nnotes/\n")):

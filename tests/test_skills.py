@@ -5,7 +5,8 @@ import os
 import pytest
 import yaml
 
-from bob_acp import config, skills
+from bob_acp import config
+from bob_acp.context import skills
 
 
 def make_skill(root, folder, name=None, description="Does a thing.", body="Steps.\n", raw=None, extra_files=()):

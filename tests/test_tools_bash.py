@@ -9,9 +9,10 @@ import pytest
 import yaml
 from procs import wait_gone, wait_present
 
-from bob_acp import config, workspace
+from bob_acp import config
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
+from bob_acp.files import workspace
 from bob_acp.tools import bash
 from bob_acp.tools.base import ToolContext
 

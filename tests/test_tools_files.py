@@ -5,9 +5,10 @@ import os
 import pytest
 import yaml
 
-from bob_acp import config, tools, workspace
+from bob_acp import config, tools
 from bob_acp.cancel import Cancel
-from bob_acp.skills import Skill
+from bob_acp.context.skills import Skill
+from bob_acp.files import workspace
 from bob_acp.tools.base import ToolContext
 
 

@@ -1,6 +1,6 @@
 """The restore of /undo in-process, as an attacker would try it: a folder on the way swapped for a
 link to a place outside while the restore runs, thousands of times; records that name paths out
-of the root; and the link-safe operations it is built on (bob_acp.beneath.Place)."""
+of the root; and the link-safe operations it is built on (bob_acp.files.beneath.Place)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import threading
 
 import pytest
 
-from bob_acp.beneath import OutsideRoot, Place
 from bob_acp.checkpoints import records
 from bob_acp.checkpoints.records import Change
 from bob_acp.checkpoints.restore import apply, current
 from bob_acp.checkpoints.store import blob_id
+from bob_acp.files.beneath import OutsideRoot, Place
 
 MADE = b"made by the turn\n"
 GONE = b"deleted by the turn\n"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from bob_acp.acp import protocol as p
+from bob_acp.acp.lazy import LazyModule
 from bob_acp.acp.session import Session
 from bob_acp.acp.updates import say_news
-from bob_acp.lazy import LazyModule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,12 +21,12 @@ if TYPE_CHECKING:
     from bob_acp.config import Config
     from bob_acp.engine import Refs
     from bob_acp.engine.conversation import Conversation
+    from bob_acp.files.workspace import Workspace
     from bob_acp.log import Logger
     from bob_acp.tools.base import ToolSet
-    from bob_acp.workspace import Workspace
 
-skills = LazyModule("bob_acp.skills", globals(), "skills")
-system_prompt = LazyModule("bob_acp.system_prompt", globals(), "system_prompt")
+skills = LazyModule("bob_acp.context.skills", globals(), "skills")
+system_prompt = LazyModule("bob_acp.context.system_prompt", globals(), "system_prompt")
 tools = LazyModule("bob_acp.tools", globals(), "tools")
 mcp = LazyModule("bob_acp.mcp", globals(), "mcp")
 selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")

@@ -14,9 +14,10 @@ import os
 import threading
 
 from bob_acp import config as config_module
-from bob_acp import environment, providers, secrets, threads
+from bob_acp import providers, secrets, threads
+from bob_acp.acp.lazy import LazyModule
+from bob_acp.config import environment
 from bob_acp.exceptions import ConfigError
-from bob_acp.lazy import LazyModule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

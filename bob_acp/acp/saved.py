@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import history, sessions, tools, workspace
+from bob_acp import sessions, tools
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.opener import Opener
@@ -20,11 +20,13 @@ from bob_acp.acp.session import Session
 from bob_acp.acp.table import SessionTable
 from bob_acp.acp.updates import result_content
 from bob_acp.config import Config
+from bob_acp.context import history
 from bob_acp.engine import Refs
 from bob_acp.engine.turn import new_message_id
+from bob_acp.files import workspace
+from bob_acp.files.workspace import Workspace
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
-from bob_acp.workspace import Workspace
 
 if TYPE_CHECKING:
     from bob_acp.acp.runtime import Runtime

@@ -18,18 +18,19 @@ from __future__ import annotations
 import functools
 import threading
 
-from bob_acp import __version__, jsontext, workspace
+from bob_acp import __version__, jsontext
 from bob_acp.acp import auth
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientCapabilities, ClientChannel
+from bob_acp.acp.lazy import LazyModule, loaded, warm
 from bob_acp.acp.opener import Opener
 from bob_acp.acp.params import cwd_param, mcp_servers, more_roots
 from bob_acp.acp.table import SessionTable
 from bob_acp.cancel import SHUTDOWN
+from bob_acp.files import workspace
 from bob_acp.jsonrpc.endpoint import Reply, Route
 from bob_acp.jsonrpc.errors import AUTH_REQUIRED, RpcError
 from bob_acp.jsontext import mapping
-from bob_acp.lazy import LazyModule, loaded, warm
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 # Not needed to answer `initialize`: loaded on first use, or warmed once initialize is answered.
 engine = LazyModule("bob_acp.engine", globals(), "engine")
 sessions = LazyModule("bob_acp.sessions", globals(), "sessions")
-skills = LazyModule("bob_acp.skills", globals(), "skills")
+skills = LazyModule("bob_acp.context.skills", globals(), "skills")
 tools = LazyModule("bob_acp.tools", globals(), "tools")
 turns_module = LazyModule("bob_acp.acp.turns", globals(), "turns_module")
 saved_module = LazyModule("bob_acp.acp.saved", globals(), "saved_module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from bob_acp.acp.lazy import loaded
 from bob_acp.cancel import Cancel
-from bob_acp.lazy import loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 
     from bob_acp.acp.runtime import Runtime
     from bob_acp.acp.turn_queue import Ticket
+    from bob_acp.context.skills import Catalog
     from bob_acp.engine import Engine
     from bob_acp.engine.conversation import Conversation
+    from bob_acp.files.workspace import Workspace
     from bob_acp.mcp.servers import McpSet
-    from bob_acp.skills import Catalog
-    from bob_acp.workspace import Workspace
 
 
 class Turn:

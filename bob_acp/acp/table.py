@@ -7,11 +7,11 @@ from __future__ import annotations
 import collections
 import threading
 
+from bob_acp.acp.lazy import LazyModule
 from bob_acp.acp.params import required_str, unknown_session
 from bob_acp.acp.session import Session, Turn
 from bob_acp.acp.updates import say_news
 from bob_acp.jsonrpc.errors import RpcError
-from bob_acp.lazy import LazyModule
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import engine, sessions, skills, threads
+from bob_acp import engine, sessions, threads
 from bob_acp.acp import prompt as prompts
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
@@ -22,6 +22,7 @@ from bob_acp.acp.table import SessionTable
 from bob_acp.acp.turn_queue import TurnQueue
 from bob_acp.acp.updates import TurnSink, say_news
 from bob_acp.config import Config
+from bob_acp.context import skills
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError

@@ -17,7 +17,7 @@ HISTORY_LINES = 1000
 
 
 def history_file(env: dict[str, Any]) -> str:
-    from bob_acp import bobdir
+    from bob_acp.files import bobdir
 
     return os.path.join(bobdir.user_state(env), "chat-history")
 

@@ -134,7 +134,7 @@ _session_key: list[bytes] = []  # (where no key file can be kept: this process's
 def user_key(env: dict[str, Any] | None = None) -> bytes:
     """The key that signs this user's records: kept in their state folder (0600), made once;
     where it cannot be kept, one for this process (records then hold only within it)."""
-    from bob_acp import bobdir
+    from bob_acp.files import bobdir
 
     path = os.path.join(bobdir.user_state(env), "checkpoint.key")
     with _key_lock:

@@ -1,6 +1,6 @@
 """Putting a record's paths back (/undo) or forward again (/redo), touching only what it recorded.
 
-Each path is looked at first (never through a link: bob_acp.beneath.Place): one that is as the
+Each path is looked at first (never through a link: bob_acp.files.beneath.Place): one that is as the
 record left it is changed; one already as wanted is done (a retry after a failure or a kill
 finishes without blaming anyone); anything else was changed by someone since and is kept and
 named, as is a file whose open buffer in the editor differs from what the turn wrote. Then
@@ -16,10 +16,10 @@ import stat
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from bob_acp.beneath import OutsideRoot, Place
 from bob_acp.checkpoints.records import Change, State
 from bob_acp.checkpoints.store import blob_id
-from bob_acp.workspace import PRIVATE_FOLDERS, PROTECTED_FILES
+from bob_acp.files.beneath import OutsideRoot, Place
+from bob_acp.files.workspace import PRIVATE_FOLDERS, PROTECTED_FILES
 
 BLOCKED = "blocked"  # a link or a file where the record has a folder on the way
 OTHER = "other"  # something a record never holds (a FIFO, a file too large to compare)

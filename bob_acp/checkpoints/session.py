@@ -26,17 +26,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import threads
-from bob_acp.atomic import UMASK
-from bob_acp.beneath import OutsideRoot
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import restore
 from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
 from bob_acp.checkpoints.store import LINK, REPOSITORY, CheckpointError, Entry, Shadow, Snapshot, store_of
 from bob_acp.exceptions import Cancelled
+from bob_acp.files.atomic import UMASK
+from bob_acp.files.beneath import OutsideRoot
 
 if TYPE_CHECKING:
+    from bob_acp.files.workspace import Workspace
     from bob_acp.log import Logger
-    from bob_acp.workspace import Workspace
 
 READ_ONLY_TOOLS = frozenset({"read_file", "read_skill", "update_plan", "ask_user"})  # a call of any other may change files
 FILE_TOOLS = frozenset({"write_file", "edit_file"})

@@ -50,7 +50,7 @@ def git_missing() -> bool:
 
 
 def store_of(cwd: str) -> str:
-    from bob_acp import bobdir
+    from bob_acp.files import bobdir
 
     return os.path.join(cwd, bobdir.NAME, "checkpoints")
 

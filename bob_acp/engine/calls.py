@@ -7,13 +7,13 @@ from typing import Any
 
 import orjson
 
-from bob_acp import history
-from bob_acp.history import CANCELLED_RESULT, NOT_RUN, REJECTED
+from bob_acp.context import history
+from bob_acp.context.history import CANCELLED_RESULT, NOT_RUN, REJECTED
 
 __all__ = ["CANCELLED_RESULT", "NOT_RUN", "REJECTED"]  # (the engine's words, re-exported; the rest is its own)
+from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolResult
-from bob_acp.workspace import Workspace
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Call:
     preview: Diff | None = None  # the change it would make, shown before approval
     sandboxed: bool = False  # bash that will run in the sandbox (said to the client in _meta)
     partial: str | None = None  # what that sandbox lacks on this machine (said too), None: nothing
-    confine: bool = False  # runs unasked because it stays in the project (its writes must: bob_acp.atomic)
+    confine: bool = False  # runs unasked because it stays in the project (its writes must: bob_acp.files.atomic)
     reason: str = ""  # what the user said to do instead, with a rejection
     terminal: str | None = None  # the editor's terminal it runs in (tools.clientTerminal)
 

@@ -6,11 +6,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bob_acp import compress
+from bob_acp.context import compress
+from bob_acp.files.workspace import Workspace
 from bob_acp.tools import BUILTIN
 from bob_acp.tools.base import ToolSet
 from bob_acp.tools.client import Client
-from bob_acp.workspace import Workspace
 
 if TYPE_CHECKING:
     from bob_acp.checkpoints import Checkpoints
@@ -23,7 +23,7 @@ class Conversation:
 
     workspace: Workspace
     messages: list[dict[str, Any]]
-    skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.skills.Skill
+    skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.context.skills.Skill
     tools: ToolSet = BUILTIN
     allow_always: set[str] = field(default_factory=set)  # tool names, or grants (permissions.allowAlways: command)
     last_input_tokens: int | None = None  # the prompt's size at the last model call

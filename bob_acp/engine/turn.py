@@ -2,7 +2,7 @@
 the conversation commands /new and /compact.
 
 The engine knows no JSON-RPC: it reports through a Sink the ACP layer implements, and it keeps
-the conversation (bob_acp.history format) valid whatever happens: after a cancel, a failure or a
+the conversation (bob_acp.context.history format) valid whatever happens: after a cancel, a failure or a
 stopped loop every tool call the model made has a result.
 """
 
@@ -15,26 +15,27 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 
 import orjson
 
-from bob_acp import compress, history, sandbox, system_prompt, threads
+from bob_acp import sandbox, threads
 from bob_acp.cancel import SHUTDOWN, Cancel
 from bob_acp.checkpoints import READ_ONLY_TOOLS, CheckpointError
 from bob_acp.checkpoints.session import Window
+from bob_acp.context import compress, history, system_prompt
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
 from bob_acp.exceptions import BobError, Cancelled, ModelError
+from bob_acp.files.workspace import Workspace, too_broad
 from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.sandbox import policy
 from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
-from bob_acp.workspace import Workspace, too_broad
 
 if TYPE_CHECKING:
     from bob_acp.config import Config
+    from bob_acp.context.skills import Catalog
     from bob_acp.log import Logger
     from bob_acp.providers.base import ModelReply, Usage
-    from bob_acp.skills import Catalog
     from bob_acp.tools.base import ToolSet
 
 

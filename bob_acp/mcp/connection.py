@@ -11,11 +11,12 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit
 
-from bob_acp import httpio, jsontext
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc.endpoint import Endpoint, PeerError, Route, Sent
 from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
+from bob_acp.providers import httpio
 from bob_acp.sandbox import children
 
 if TYPE_CHECKING:

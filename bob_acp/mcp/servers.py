@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
+from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import mapping
 from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
 from bob_acp.tools import BUILTIN_NAMES
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
-from bob_acp.workspace import Workspace
 
 if TYPE_CHECKING:
     from bob_acp.config import Config

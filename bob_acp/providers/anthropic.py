@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
-from bob_acp import history, jsontext
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
+from bob_acp.context import history
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
 from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage

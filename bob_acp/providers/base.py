@@ -1,10 +1,10 @@
 """The one small interface every model provider implements.
 
-A provider turns the provider-neutral history (see bob_acp.history) into one streamed model call:
+A provider turns the provider-neutral history (see bob_acp.context.history) into one streamed model call:
 
     reply = provider.generate(messages, tools, stream, cancel, model=None)
 
-- `messages`: the whole history, system prompt first (bob_acp.history format).
+- `messages`: the whole history, system prompt first (bob_acp.context.history format).
 - `tools`: [{"name", "description", "parameters": <JSON schema>}]; may be empty.
 - `stream`: told of each piece as it arrives (never buffered): `stream.text(chunk)` for the
   answer, `stream.thought(chunk)` for reasoning, `stream.retrying(attempt, delay, why)` before a

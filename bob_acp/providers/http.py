@@ -11,9 +11,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from bob_acp import httpio, jsontext, threads
+from bob_acp import jsontext, threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ModelError
+from bob_acp.providers import httpio
 from bob_acp.providers.base import Quiet, Stream
 from bob_acp.providers.headers import expand
 from bob_acp.secrets import Redactor
@@ -202,7 +203,7 @@ def too_long_reply(limit: int) -> Exception:
 
 def arriving_lines(raw: BaseHTTPResponse, limit: int = MAX_REPLY_BYTES,
                    too_long: Callable[[int], Exception] = too_long_reply) -> Iterator[bytes]:
-    """A model reply's lines as they arrive (bob_acp.httpio), cut off past MAX_REPLY_BYTES."""
+    """A model reply's lines as they arrive (bob_acp.providers.httpio), cut off past MAX_REPLY_BYTES."""
     return httpio.arriving_lines(raw, limit, too_long)
 
 

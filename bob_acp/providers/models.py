@@ -107,7 +107,7 @@ class ModelSet:
 
 def _scrubbed(text: str, entry: Entry) -> str:
     """An error line without what the model's URL carries in its query or user part (a token)."""
-    from bob_acp import httpio
+    from bob_acp.providers import httpio
 
     wire = getattr(entry.provider, "wire", None)
     for secret in httpio.url_secrets(wire.models_url) if wire is not None else ():
@@ -129,7 +129,8 @@ def list_at(models_url: str, headers: dict[str, str]) -> list[str]:
     requests error) when there are none to be had."""
     import requests
 
-    from bob_acp import httpio, jsontext
+    from bob_acp import jsontext
+    from bob_acp.providers import httpio
 
     headers = {"User-Agent": httpio.USER_AGENT, **headers}
     with requests.get(models_url, headers=headers, timeout=(LIST_TIMEOUT, LIST_TIMEOUT), allow_redirects=False,

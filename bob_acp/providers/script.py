@@ -11,8 +11,9 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from bob_acp import history, jsontext
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
+from bob_acp.context import history
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import ModelReply, Stream, ToolCall, Usage
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from bob_acp import httpio, jsontext
+from bob_acp import jsontext
 from bob_acp.exceptions import ModelError
+from bob_acp.providers import httpio
 
 
 def events(lines: Iterable[str], idle_timeout: float | None = None) -> Iterator[tuple[str, str]]:
-    """A model stream's events (bob_acp.httpio.events); silent past idle_timeout: a ModelError."""
+    """A model stream's events (bob_acp.providers.httpio.events); silent past idle_timeout: a ModelError."""
     return httpio.events(lines, idle_timeout, _idle)
 
 

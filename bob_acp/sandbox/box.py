@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from bob_acp.config import Config
+    from bob_acp.files.workspace import Workspace
     from bob_acp.log import Logger
-    from bob_acp.workspace import Workspace
 
 HOST_TIMEOUT = 15.0
 SOCKET_WATCH = 0.25  # seconds between looks for a socket bound outside while a sandbox lives
@@ -200,8 +200,8 @@ class Sandbox:
         """What commands must not see: Bob's own secrets (its key files, its config folder but
         its skills, its state folder with the checkpoint key, each root's checkpoint store) and
         tools.sandboxHide; never a path that holds a folder of the session."""
-        from bob_acp import bobdir
         from bob_acp import config as config_module
+        from bob_acp.files import bobdir
 
         found = list(self._hide)
         config = os.path.dirname(config_module.default_path(dict(os.environ)))  # (~/.config/bob)
@@ -347,7 +347,7 @@ class Sandbox:
         return said
 
     def _take_out(self, path: str) -> str:
-        from bob_acp import bobdir
+        from bob_acp.files import bobdir
         from bob_acp.timestamps import utc_now
 
         root = next((r for r in self.roots if path == r or path.startswith(r.rstrip("/") + "/")), self.cwd)
@@ -403,7 +403,7 @@ class Sandbox:
         import select
         import subprocess
 
-        from bob_acp import bobdir
+        from bob_acp.files import bobdir
         from bob_acp.sandbox import children
 
         self._make_folder()

@@ -48,7 +48,7 @@ def secrets_of(cfg: Config) -> list[str]:
     base = os.path.dirname(cfg.source) if cfg.source else os.getcwd()
     found = [cfg.model.apiKeyFile, cfg.source,
              *(entry.get("apiKeyFile") for entry in cfg.models if isinstance(entry, dict))]
-    from bob_acp import bobdir
+    from bob_acp.files import bobdir
 
     return [os.path.join(base, os.path.expanduser(p)) for p in found if isinstance(p, str) and p] + [
         bobdir.user_state()]

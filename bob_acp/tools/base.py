@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
+from bob_acp.files.workspace import Workspace
 from bob_acp.tools.client import Client
-from bob_acp.workspace import Workspace
 
 if TYPE_CHECKING:
     from bob_acp.config import Config
@@ -52,7 +52,7 @@ class Location:
 class ToolContext:
     workspace: Workspace  # the session's folders (commands run in its cwd)
     config: Config
-    skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.skills.Skill
+    skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.context.skills.Skill
     env: dict[str, Any] | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
     owner: str | None = None  # the session's label on the processes its commands start (bob_acp.sandbox.children)

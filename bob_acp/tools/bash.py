@@ -20,10 +20,10 @@ from bob_acp import log as bob_log
 from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
+from bob_acp.files.workspace import Workspace
 from bob_acp.sandbox import Sandbox, children, looks_denied, looks_offline
 from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
-from bob_acp.workspace import Workspace
 
 log = bob_log.get("bob.tools")
 _live: set[int] = set()  # process group ids of running commands

@@ -7,13 +7,13 @@ import os
 import threading
 from typing import Any, BinaryIO
 
-from bob_acp.atomic import NotRegular, atomic_write, open_regular, read_up_to
-from bob_acp.beneath import OutsideRoot, write_beneath
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
+from bob_acp.files.atomic import NotRegular, atomic_write, open_regular, read_up_to
+from bob_acp.files.beneath import OutsideRoot, write_beneath
+from bob_acp.files.workspace import PRIVATE_FOLDERS, PROTECTED_FILES, Workspace
 from bob_acp.jsontext import clean
 from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
-from bob_acp.workspace import PRIVATE_FOLDERS, PROTECTED_FILES, Workspace
 
 PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"}
 READ_TIME_LIMIT = 30.0  # seconds a read may take (a dead network file system) before it is given up
@@ -350,7 +350,7 @@ def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> 
 
 def _write_confined(ctx: ToolContext, path: str, data: bytes, cancel: Cancel) -> None:
     """Write `path` inside the workspace root it lies in, never through a link out of it, never
-    into a private folder (.git, .bob) or an AGENTS.md (bob_acp.beneath.write_beneath)."""
+    into a private folder (.git, .bob) or an AGENTS.md (bob_acp.files.beneath.write_beneath)."""
     root = ctx.workspace.root_of(path)
     if root is None:
         raise OutsideRoot(13, f"{path} is not inside the project")

@@ -7,7 +7,7 @@ load: their user messages are turned into parts), `<cwd>/<sessions.dir>/<id>.jso
     {"version": 3, "id": "20261203-101530-4f2a9c1e", "cwd": "/abs/project", "title": "…",
      "createdAt": "2026-12-03T10:15:30Z", "updatedAt": "…", "generation": 7,
      "choices": {"model": "…", "mode": "ask"}, "additionalDirectories": ["/abs/other"],
-     "messages": [<bob_acp.history messages>]}
+     "messages": [<bob_acp.context.history messages>]}
 
 (`additionalDirectories` only when the session has further roots: acp.additionalDirectories.)
 
@@ -21,7 +21,7 @@ changed it, the file on disk stays and this conversation is saved under a new id
 one process, saves of a file are serialised (the check, the write and its record are one step),
 so only another process can ever look like another writer.
 
-What is written is always a history a model API accepts (bob_acp.history.repaired): a save in
+What is written is always a history a model API accepts (bob_acp.context.history.repaired): a save in
 the middle of a turn answers the calls still running as not run, and a file that lacks results
 (written by an older Bob at a crash) is repaired when it is loaded. `turns` in the head counts
 the user's messages, so a listing can leave out a session nobody wrote in.
@@ -41,8 +41,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import history, jsontext
-from bob_acp.atomic import NotRegular, atomic_write, open_regular, read_up_to
+from bob_acp import jsontext
+from bob_acp.context import history
+from bob_acp.files.atomic import NotRegular, atomic_write, open_regular, read_up_to
 from bob_acp.jsontext import mapping
 from bob_acp.timestamps import PerSecond, iso, utc_now
 
@@ -222,7 +223,7 @@ class SessionStore:
         .gitignore of `*` in the first folder Bob creates for it."""
         if os.path.isdir(self.folder):
             return
-        from bob_acp import bobdir
+        from bob_acp.files import bobdir
 
         own = os.path.join(self.cwd, bobdir.NAME)
         if self.folder.startswith(own.rstrip(os.sep) + os.sep):
@@ -437,7 +438,7 @@ def _list(value: object) -> list[Any]:
 
 
 def message_problem(message: object) -> str | None:
-    """Why `message` is not a bob_acp.history message, or None."""
+    """Why `message` is not a bob_acp.context.history message, or None."""
     if not isinstance(message, dict):
         return "not an object"
     role = message.get("role")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from bob_acp import history
+from bob_acp.context import history
 from bob_acp.exceptions import ModelError
 from bob_acp.providers.base import Quiet
 

@@ -17,7 +17,7 @@ import secrets
 import stat
 from typing import Callable
 
-from bob_acp.atomic import UMASK, NotRegular, file_kind
+from bob_acp.files.atomic import UMASK, NotRegular, file_kind
 
 
 class OutsideRoot(PermissionError):

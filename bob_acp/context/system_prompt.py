@@ -12,9 +12,10 @@ import datetime
 import os
 import platform
 
-from bob_acp import skills, tools
+from bob_acp import tools
+from bob_acp.context import skills
+from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import clean
-from bob_acp.workspace import Workspace
 
 MAX_AGENTS_MD = 64 * 1024
 MAX_LEVELS = 64  # folders searched upwards for the git root
@@ -116,7 +117,7 @@ def _agents_md(path: str, real_root: str) -> str:
         return ""
     if not stat.S_ISREG(info.st_mode) or os.path.commonpath([real, real_root]) != real_root:
         return ""  # a device, a FIFO, /proc/self/environ, or a file outside the project
-    from bob_acp.atomic import read_regular
+    from bob_acp.files.atomic import read_regular
 
     try:
         data, _size = read_regular(real, MAX_AGENTS_MD)

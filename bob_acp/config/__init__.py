@@ -1,7 +1,7 @@
 """Loading the configuration: defaults, the YAML file, environment overrides, the profile,
 validation; and the configuration reference made from the declarations.
 
-Every key is declared once, in bob_acp.config_schema (its type, default, limits, profile value
+Every key is declared once, in bob_acp.config.schema (its type, default, limits, profile value
 and documentation). An unknown key or a wrong type raises ConfigError naming the key and file.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from bob_acp.config_schema import Config, Key, ModelEntry, ModelSettings, Section, SectionRef, declared
+from bob_acp.config.schema import Config, Key, ModelEntry, ModelSettings, Section, SectionRef, declared
 from bob_acp.exceptions import ConfigError
 
 TYPE_CHECKING = False
@@ -255,7 +255,7 @@ class ConfigUnreadable(ConfigError):
 def read_text(path: str) -> str:
     """The config file's text: a regular file only (a FIFO or a device is never waited on: the
     open does not block), at most MAX_CONFIG_BYTES."""
-    from bob_acp.atomic import NotRegular, open_regular, read_up_to
+    from bob_acp.files.atomic import NotRegular, open_regular, read_up_to
 
     try:
         with open_regular(path) as handle:

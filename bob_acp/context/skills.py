@@ -132,7 +132,7 @@ def _place(folder: str, source: str) -> list[tuple[Skill | None, str | None]]:
 def _parse(folder: str, dirname: str, skill_md: str, source: str) -> tuple[Skill | None, str | None]:
     import yaml
 
-    from bob_acp.atomic import read_regular
+    from bob_acp.files.atomic import read_regular
 
     if source == "project" and not _inside_project(folder, skill_md):
         return None, "it or its folder links outside the project (project skills are read only from inside it)"
