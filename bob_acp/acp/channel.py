@@ -3,6 +3,7 @@ questions, the editor's files and terminals), and what the client said it can do
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -73,19 +74,27 @@ class ClientChannel:
             self.update(sid, p.agent_chunk(f"{marks.get(severity, '')}{title}{f' {description}' if description else ''}\n",
                                            str(uuid.uuid4())), give_up)
 
-    def ask(self, method: str, params: dict[str, Any], cancel: Cancel) -> Sent:
+    def ask(self, method: str, params: dict[str, Any], cancel: Cancel, timeout: float | None = None) -> Sent:
         """One request to the client (a permission question, a file, a terminal), once settled:
-        its result, a PeerError, or cancelled (no answer). A cancel of the turn ends the wait at
-        once, and a request given up so is withdrawn (with acp.cancelRequest), so the editor can
-        close what it shows for it."""
+        its result, a PeerError, or cancelled (no answer; `timed_out` when `timeout` seconds
+        passed first). A cancel of the turn ends the wait at once, and a request given up is
+        withdrawn (with acp.cancelRequest), so the editor can close what it shows for it."""
         endpoint = self._endpoint()
-        sent = endpoint.request(method, params, cancel.is_set)
+        deadline = time.monotonic() + (timeout if timeout is not None else float("inf"))
+
+        def give_up() -> bool:  # (a client that does not read holds the request's write too)
+            return cancel.is_set() or time.monotonic() >= deadline
+
+        sent = endpoint.request(method, params, give_up)
+        if timeout is not None and sent.done() and not cancel.is_set() and time.monotonic() >= deadline:
+            sent.timed_out = True  # (never written: the client read nothing for as long)
+            return sent
         unsubscribe = cancel.subscribe(sent.cancel)
         try:
-            sent.settled()
+            sent.settled(None if timeout is None else max(0.0, deadline - time.monotonic()))
         finally:
             unsubscribe()
-        if sent.cancelled() and cancel.is_set():
+        if sent.cancelled() and (cancel.is_set() or sent.timed_out):
             endpoint.cancel_request(sent)
         return sent
 

@@ -26,7 +26,7 @@ CREATE, OUTPUT, WAIT, KILL, RELEASE = ("terminal/create", "terminal/output", "te
                                        "terminal/kill", "terminal/release")
 CLEANUP_WAIT = 5.0  # seconds a kill or release (sent after a cancel) is waited for, off the turn's thread
 
-Ask = Callable[[str, dict[str, Any], Cancel], Sent]
+Ask = Callable[[str, dict[str, Any], Cancel, "float | None"], Sent]
 
 
 class EditorClient:
@@ -97,20 +97,12 @@ class EditorClient:
         ClientTimeout when the editor has not answered within `within` seconds (-1: the
         configured acp.clientTimeout; None: no limit but the cancel's)."""
         limit = self._within if within == -1.0 else within
-        if limit is None:
-            sent = self._ask_client(method, params, cancel)
-        else:
-            waited = Cancel()  # set by the turn's cancel or the time limit, whichever comes first
-            unsubscribe = cancel.subscribe(waited.set)
-            timer = threads.timer(limit, waited.set)
-            try:
-                sent = self._ask_client(method, params, waited)
-            finally:
-                timer.cancel()
-                unsubscribe()
-            if waited.is_set() and not cancel.is_set():
-                self._info(f"{method}: no answer within {limit:g} s (acp.clientTimeout)")
-                raise ClientTimeout(f"the editor did not answer {method} within {limit:g} s (acp.clientTimeout)")
+        sent = self._ask_client(method, params, cancel, limit)  # (the answer's Future waits as long)
+        if sent.timed_out and not cancel.is_set():
+            if within != -1.0:  # (a time of the caller's own: a command's)
+                raise ClientTimeout(f"no answer to {method} within {limit:g} s")
+            self._info(f"{method}: no answer within {limit:g} s (acp.clientTimeout)")
+            raise ClientTimeout(f"the editor did not answer {method} within {limit:g} s (acp.clientTimeout)")
         if cancel.is_set():
             raise Cancelled()
         if sent.cancelled():
@@ -134,18 +126,11 @@ class EditorTerminal:
         self._lock = threading.Lock()
 
     def wait_for_exit(self, timeout: float, cancel: Cancel) -> TerminalExit | None:
-        limit = Cancel()  # set by the turn's cancel or the time limit, whichever comes first
-        unsubscribe = cancel.subscribe(limit.set)
-        timer = threads.timer(timeout, limit.set)
+        """The command's exit, or None when it runs past `timeout` (the command's own time)."""
         try:
-            result = self._client.ask(WAIT, dict(self._params), limit, within=None)  # (the command's own time)
-        except Cancelled:
-            if cancel.is_set():
-                raise
-            return None  # the time limit
-        finally:
-            timer.cancel()
-            unsubscribe()
+            result = self._client.ask(WAIT, dict(self._params), cancel, within=timeout)
+        except ClientTimeout:
+            return None
         return _exit(result)
 
     def output(self, cancel: Cancel) -> TerminalOutput:

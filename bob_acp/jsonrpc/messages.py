@@ -8,6 +8,7 @@ import itertools
 import re
 import threading
 from concurrent.futures import CancelledError, Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
@@ -74,14 +75,18 @@ class Sent(Future):  # type: ignore[type-arg]  # (a base class is read at run ti
     def __init__(self, request_id: int):
         super().__init__()
         self.id = request_id
+        self.timed_out = False  # given up because no answer came within the time allowed
 
-    def settled(self) -> Sent:
-        """Itself, once settled. (concurrent.futures.wait() would miss a cancel: outside an
-        executor a cancelled Future never reaches the state it waits for.)"""
+    def settled(self, timeout: float | None = None) -> Sent:
+        """Itself, once settled; after `timeout` seconds without an answer, cancelled (we stop
+        waiting) and marked `timed_out`. (concurrent.futures.wait() would miss a cancel: outside
+        an executor a cancelled Future never reaches the state it waits for.)"""
         try:
-            self.exception()
+            self.exception(timeout)
         except CancelledError:
             pass
+        except FutureTimeout:
+            self.timed_out = self.cancel()
         return self
 
 
