@@ -36,13 +36,10 @@ def fresh_state(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     for name in _FOREIGN_ENV:
         monkeypatch.delenv(name, raising=False)
-    from bob_acp import log, sessions
-    from bob_acp.sandbox import kernel
+    from bob_acp import log
 
     monkeypatch.setitem(log._state, "redactor", None)  # (the log thread, once started, serves every test)
     monkeypatch.setitem(log._state, "level", log.INFO)
-    monkeypatch.setattr(sessions, "_seen", {})
-    monkeypatch.setattr(kernel, "_machines", {})
     yield
 
 

@@ -69,20 +69,31 @@ def _kernel_abi() -> int:
     return max(0, version)
 
 
-_machines: dict[tuple[Any, ...], Machine] = {}
-_machines_lock = threading.Lock()
+class _Probes:
+    """The probes' answers, once each: by the network setting and what the environment says the
+    kernel lacks (BOB_ACP_NO_LANDLOCK, BOB_ACP_NO_NAMESPACES: as a test makes such a machine)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[tuple[bool, bool, bool], Machine] = {}
+
+    def machine(self, network: bool) -> Machine:
+        key = (network, os.environ.get("BOB_ACP_NO_LANDLOCK") == "1", os.environ.get("BOB_ACP_NO_NAMESPACES") == "1")
+        with self._lock:
+            known = self._known.get(key)
+            if known is None:
+                known = _probe(network)
+                if not known.cut_off:  # (a probe cut off answered nothing: asked again next time)
+                    self._known[key] = known
+            return known
+
+
+_probes = _Probes()
 
 
 def machine(network: bool) -> Machine:
     """What this machine gives a sandbox with (or without) the network: probed once."""
-    key = (network, os.environ.get("BOB_ACP_NO_LANDLOCK") == "1", os.environ.get("BOB_ACP_NO_NAMESPACES") == "1")
-    with _machines_lock:
-        known = _machines.get(key)
-        if known is None:
-            known = _probe(network)
-            if not known.cut_off:  # (a probe cut off answered nothing: asked again next time)
-                _machines[key] = known
-        return known
+    return _probes.machine(network)
 
 
 def _probe(network: bool) -> Machine:

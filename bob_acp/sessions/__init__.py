@@ -149,8 +149,29 @@ def _now() -> str:
     return utc_now()
 
 
-_seen: dict[str, tuple[Any, ...] | None] = {}  # path -> its (mtime, size, inode) when this process last read or wrote it
-_seen_lock = threading.Lock()
+class _Seen:
+    """Each session file as this process last read or wrote it, (mtime, size, inode) by path: a
+    file that differs was changed by another Bob since. Paths are absolute, so folders (and
+    tests) never see each other's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_path: dict[str, tuple[Any, ...] | None] = {}
+
+    def get(self, path: str) -> tuple[Any, ...] | None:
+        with self._lock:
+            return self._by_path.get(path)
+
+    def note(self, path: str, signature: tuple[Any, ...] | None) -> None:
+        with self._lock:
+            self._by_path[path] = signature
+
+    def forget(self, path: str) -> None:
+        with self._lock:
+            self._by_path.pop(path, None)
+
+
+_seen = _Seen()
 _file_locks = [threading.Lock() for _ in range(64)]  # a save's check-write-record step, per file
 
 
@@ -188,8 +209,7 @@ class SessionStore:
         messages = history.repaired(messages)
         with _file_lock(path):
             head = self._head(path)
-            with _seen_lock:
-                known = _seen.get(path)
+            known = _seen.get(path)
             now_on_disk = _signature(path)
             if now_on_disk is None or known is None or now_on_disk == known:
                 self._write(path, sid, head, messages, title, choices, more, checkpoints)
@@ -214,8 +234,7 @@ class SessionStore:
             document["checkpoints"] = checkpoints  # (signed: redacted by their owner before)
         self._make_folder()
         atomic_write(path, jsontext.dumps(document, option=jsontext.OPT_INDENT_2) + b"\n")
-        with _seen_lock:
-            _seen[path] = _signature(path)
+        _seen.note(path, _signature(path))
 
     def _make_folder(self) -> None:
         """The sessions folder, kept out of the project's `git status`: under `.bob/`, by the
@@ -265,8 +284,7 @@ class SessionStore:
         if len(data) > MAX_FILE_BYTES:
             raise SessionLoadError(sid, f"file larger than {MAX_FILE_BYTES} bytes")
         document = _document(sid, path, data)
-        with _seen_lock:
-            _seen[path] = signature
+        _seen.note(path, signature)
         choices = mapping(document.get("choices"))
         title = document.get("title") if isinstance(document.get("title"), str) else None
         return StoredSession(sid, str(document.get("cwd", self.cwd)), history.upgraded(history.repaired(document["messages"])),
@@ -280,8 +298,7 @@ class SessionStore:
             os.unlink(path)
         except (FileNotFoundError, NotADirectoryError):  # no file, or no sessions folder at all
             return False
-        with _seen_lock:
-            _seen.pop(path, None)
+        _seen.forget(path)
         return True
 
     def entries(self) -> list[tuple[int, str]]:
