@@ -434,22 +434,23 @@ def end_orphans(label: str | None) -> None:
 def _end_own_orphans(label: str | None) -> None:
     """Kill the processes reparented to Bob itself that carry `label` (None: all), with their
     process groups, and reap them."""
+    def found() -> list[int]:
+        pids = []
+        for pid in wire.children():
+            if pid in _known:
+                continue
+            if _zombie(pid):
+                _reap(pid)
+            elif label is None or _owner(pid) == label:
+                pids.append(pid)
+        return pids
+
+    def reap(killed: list[int]) -> None:
+        for pid in killed:
+            _reap(pid, block=True)
+
     with _lock:
-        for _ in range(ROUNDS):
-            found = []
-            for pid in wire.children():
-                if pid in _known:
-                    continue
-                if _zombie(pid):
-                    _reap(pid)
-                elif label is None or _owner(pid) == label:
-                    found.append(pid)
-            if not found:
-                break
-            for pid in found:
-                wire.kill(pid)
-            for pid in found:
-                _reap(pid, block=True)
+        wire.end_rounds(found, reap, ROUNDS)
 
 
 _folders: set[str] = set()  # what the supervisor removes when Bob ends (told again to a new one)

@@ -33,7 +33,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # (annotations only: nothing more is imported at run time)
-    from typing import Any, NoReturn
+    from typing import Any, Callable, NoReturn
 
 HEADER = struct.Struct("!4sI")
 MAGIC = b"BOB1"
@@ -192,6 +192,10 @@ class Supervisor:
             os.write(report, f"0:{exc}".encode())
         os._exit(127)
 
+    def pause_and_reap(self) -> None:
+        time.sleep(0.01)  # (the killed are gone in a moment; their children are ours then)
+        self.reap()
+
     def reap(self) -> None:
         while True:
             try:
@@ -209,31 +213,33 @@ class Supervisor:
 
     def end(self, label: str) -> None:
         """Kill the processes carrying `label` that are not running children of Bob's (the orphans
-        of a session: jobs it left on purpose, setsid), with their groups, round after round."""
+        of a session: jobs it left on purpose, setsid), with their groups."""
         tag = f"{OWNER_VAR}={os.getppid()}:{label}".encode()
-        for _ in range(ROUNDS):
-            found = [pid for pid in children() if pid not in self.running and tagged(pid, tag)]
-            if not found:
-                return
-            for pid in found:
-                kill(pid)
-            time.sleep(0.01)
-            self.reap()
+        end_rounds(lambda: [pid for pid in children() if pid not in self.running and tagged(pid, tag)],
+                   lambda _killed: self.pause_and_reap())
 
     def finish(self) -> None:
         """Bob has ended: everything below goes, then the folders it named."""
-        for pid in list(self.running):
-            kill(pid)
-        for _ in range(ROUNDS):
+        def left() -> list[int]:
             self.reap()
-            left = set(children()) | set(self.running)
-            if not left:
-                break
-            for pid in left:
-                kill(pid)
-            time.sleep(0.01)
+            return list(set(children()) | set(self.running))
+
+        end_rounds(left, lambda _killed: time.sleep(0.01))
         for folder in self.folders:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def end_rounds(found: Callable[[], list[int]], reap: Callable[[list[int]], None], rounds: int = ROUNDS) -> None:
+    """Kill what `found()` names, with their process groups, round after round (each round's
+    kills reparent the next generation to this process, a subreaper) until it names nothing;
+    `reap(killed)` after each round. Bob's own orphans are ended the same way (children.py)."""
+    for _ in range(rounds):
+        pids = found()
+        if not pids:
+            return
+        for pid in pids:
+            kill(pid)
+        reap(pids)
 
 
 def children() -> list[int]:
