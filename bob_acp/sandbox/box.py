@@ -264,7 +264,9 @@ class Sandbox:
         """While no command runs but a job an earlier one left does: what the job plants is taken
         out at once (the user's next `git status` must not find it), told to the user now
         (on_planted) and to the model at the next command."""
-        with self._look_lock:
+        if not self._look_lock.acquire(blocking=False):
+            return  # (a command's look, or a write of Bob's waiting on the editor: the next round looks)
+        try:
             if self._command_runs or not self.jobs_after or self.last_look is None:
                 return
             new = self.snapshot() - self.last_look
@@ -273,6 +275,8 @@ class Sandbox:
             said = [self._take_out(path) for path in sorted(new)]
             self._unsaid += said
             self.last_look = self.snapshot()
+        finally:
+            self._look_lock.release()
         if self.on_planted is not None:
             self.on_planted(said)
 
