@@ -30,14 +30,34 @@ IMPORT_DELAY = 0.15  # seconds the log thread leaves the start-up path alone
 MAX_QUEUED = 10000  # events waiting for the log thread
 BATCH_WINDOW = 0.02  # seconds the log thread lets lines gather before it writes them
 _STOP = object()
-_state: dict[str, Any] = {"level": INFO, "thread": None, "redactor": None}
-_queue: collections.deque[Any] = collections.deque()
-_queue_lock = threading.Lock()
-_ready = threading.Condition(_queue_lock)
-_dropped = [0]
-_idle = [False]  # the log thread waits (or is about to) for an item
-_lost_lines: list[Any] = [0, ""]  # lines the stream or a renderer failed on, and the last reason
-_hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
+
+
+class _Log:
+    """The process's log, its one owner of state: its settings, its queue and the thread that
+    writes it (one per process: Bob is one process with one stream)."""
+
+    def __init__(self) -> None:
+        self.level = INFO
+        self.format = "console"
+        self.path: str | None = None
+        self.stream: TextIO | None = None
+        self.thread: threading.Thread | None = None
+        self.inline = False  # no log thread could be started: each line written by its caller
+        self.emit: Callable[[str, str, str, dict[str, Any]], None] | None = None
+        self.redactor: Any = None  # a secrets.Redactor once a secret is known
+        self.closing = False
+        self.queue: collections.deque[Any] = collections.deque()
+        self.queue_lock = threading.Lock()
+        self.ready = threading.Condition(self.queue_lock)
+        self.dropped = 0
+        self.idle = False  # the log thread waits (or is about to) for an item
+        self.lost = 0  # lines the stream or a renderer failed on
+        self.lost_why = ""  # and the last reason
+        self.hurry = threading.Event()  # set by flush()/close(): no more waiting for start-up to pass
+        self.inline_lock = threading.Lock()
+
+
+_log = _Log()
 
 
 def add_secrets(values: Iterable[str]) -> None:
@@ -45,9 +65,9 @@ def add_secrets(values: Iterable[str]) -> None:
     of their forms (raw, repr-escaped, JSON-escaped)."""
     from bob_acp.secrets import Redactor
 
-    if _state["redactor"] is None:
-        _state["redactor"] = Redactor()
-    _state["redactor"].add(values)
+    if _log.redactor is None:
+        _log.redactor = Redactor()
+    _log.redactor.add(values)
 
 
 def add_secret(value: str | None) -> None:
@@ -56,7 +76,7 @@ def add_secret(value: str | None) -> None:
 
 def _redact_processor(_logger: object, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """Each field (JSON lines: a field's text is escaped once more when written)."""
-    redactor = _state["redactor"]
+    redactor = _log.redactor
     if redactor:
         for key, value in event.items():
             if isinstance(value, (list, dict)):
@@ -69,7 +89,7 @@ def _redact_processor(_logger: object, _name: str, event: MutableMapping[str, An
 def _redact_line(_logger: object, _name: str, line: str) -> str:
     """A console line, whole: every field is in it as it was written (str, or repr, whose
     escaping is one of the forms a secret is looked for in), so one look covers them all."""
-    redactor = _state["redactor"]
+    redactor = _log.redactor
     return redactor.text(line) if redactor and redactor.found(line) else line
 
 
@@ -180,7 +200,7 @@ def _configure(level: int) -> Callable[[str], Any]:
             _json_renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=lambda *_args: _pending,
+        logger_factory=lambda *_args: _lines,
         cache_logger_on_first_use=True,
     )
     return structlog.get_logger
@@ -201,7 +221,7 @@ class _Lines:
     def write_to(self, stream: TextIO) -> None:
         if not self.lines:
             return
-        stream = _current(_state.get("stream") or stream)
+        stream = _current(_log.stream or stream)
         count = len(self.lines)
         text, self.lines = "\n".join(self.lines) + "\n", []
         try:
@@ -211,13 +231,13 @@ class _Lines:
             _lost(count, f"the log stream failed: {exc!r}")
 
 
-_pending = _Lines()
+_lines = _Lines()  # (structlog's output, gathered: see _Lines)
 
 
 def _current(stream: TextIO) -> TextIO:
     """The log file as it is at its configured path now: one moved away (logrotate) or deleted
     is closed and the path opened again; stderr as it is."""
-    path = _state.get("path")
+    path = _log.path
     if not path:
         return stream
     try:
@@ -231,7 +251,7 @@ def _current(stream: TextIO) -> TextIO:
         fresh: TextIO = open(path, "a", encoding="utf-8", buffering=1)
     except OSError:
         return stream  # (its folder is gone: the old file goes on taking the lines)
-    old, _state["stream"] = stream, fresh
+    old, _log.stream = stream, fresh
     try:
         old.close()
     except OSError:
@@ -244,17 +264,17 @@ def _take() -> list[Any]:
     load the log thread wakes a few dozen times a second, not once a line (each wake-up is a
     fight for the GIL with the threads serving the client). Lines keep the time of their event;
     flush() and close() cut the wait short."""
-    with _ready:
-        _idle[0] = True  # (set before the queue is looked at: see _put)
-        while not _queue:
-            _ready.wait()
-        _idle[0] = False
-    _hurry.wait(BATCH_WINDOW)
-    items = [_queue.popleft() for _ in range(len(_queue))]  # (callers append meanwhile, without the lock)
-    with _ready:
-        dropped, _dropped[0] = _dropped[0], 0
-        lost, why = _lost_lines[0], _lost_lines[1]
-        _lost_lines[:] = [0, ""]
+    with _log.ready:
+        _log.idle = True  # (set before the queue is looked at: see _put)
+        while not _log.queue:
+            _log.ready.wait()
+        _log.idle = False
+    _log.hurry.wait(BATCH_WINDOW)
+    items = [_log.queue.popleft() for _ in range(len(_log.queue))]  # (callers append meanwhile, without the lock)
+    with _log.ready:
+        dropped, _log.dropped = _log.dropped, 0
+        lost, why = _log.lost, _log.lost_why
+        _log.lost, _log.lost_why = 0, ""
     if dropped:
         items.insert(0, ("warning", "bob", f"{dropped} log line(s) dropped: the log stream was not read fast "
                                            "enough", {"_at": time.time()}))
@@ -264,25 +284,25 @@ def _take() -> list[Any]:
 
 
 def _lost(count: int, why: str) -> None:
-    with _ready:
-        _lost_lines[0] += count
-        _lost_lines[1] = why
+    with _log.ready:
+        _log.lost += count
+        _log.lost_why = why
 
 
 def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
-    _hurry.wait(delay)
+    _log.hurry.wait(delay)
     get_logger: Callable[[str], Any] | None = None
     if fmt == "json":
         try:
             get_logger = _configure(level)
         except Exception as exc:  # (structlog cannot load: no memory left for it) console lines instead
-            _pending.lines.append(_bare_line("warning", f"structlog could not be loaded ({exc!r}): console lines", {}))
+            _lines.lines.append(_bare_line("warning", f"structlog could not be loaded ({exc!r}): console lines", {}))
     loggers: dict[str, Any] = {}
 
     def emit(method: str, name: str, event: str, fields: dict[str, Any]) -> None:
         try:
             if get_logger is None:
-                _pending.lines.append(_console_line(method, event, fields))
+                _lines.lines.append(_console_line(method, event, fields))
                 return
             logger = loggers.get(name)
             if logger is None:  # the bound logger itself (a proxy would bind again at every call)
@@ -291,13 +311,13 @@ def _run(level: int, fmt: str, stream: TextIO, delay: float) -> None:
         except Exception as exc:  # a line that cannot be rendered must not end logging: counted and said
             _lost(1, f"a line could not be rendered: {exc!r}")
 
-    _state["emit"] = emit
+    _log.emit = emit
     while True:
         try:
             if _serve_once(emit, stream):
                 return
         except MemoryError:  # (the machine's memory limit: the lines of this batch are lost, said)
-            _pending.lines.clear()
+            _lines.lines.clear()
             _lost(1, "no memory to write them")
 
 
@@ -307,13 +327,13 @@ def _serve_once(emit: Callable[[str, str, str, dict[str, Any]], None], stream: T
         if count % 32 == 0:
             time.sleep(0)  # let go of the GIL now and then: a request waiting for it is not held up
         if item is _STOP:
-            _pending.write_to(stream)
+            _lines.write_to(stream)
             return True
         if isinstance(item, threading.Event):  # a flush marker
-            _pending.write_to(stream)
+            _lines.write_to(stream)
             item.set()
         elif callable(item):
-            if _state.get("closing"):
+            if _log.closing:
                 continue  # (the process ends: a line of its start-up is not worth waiting for)
             try:
                 item()
@@ -321,7 +341,7 @@ def _serve_once(emit: Callable[[str, str, str, dict[str, Any]], None], stream: T
                 emit("error", "bob", f"deferred log job failed: {exc!r}", {"_at": time.time()})
         else:
             emit(*item)
-    _pending.write_to(stream)
+    _lines.write_to(stream)
     return False
 
 
@@ -335,45 +355,45 @@ def _bare_line(method: str, event: object, fields: dict[str, Any]) -> str:
 
 
 def _put(item: object, bounded: bool = True) -> None:
-    """Without a lock unless the log thread sleeps: it says so (_idle) before it looks at the
+    """Without a lock unless the log thread sleeps: it says so (idle) before it looks at the
     queue a last time, so an item appended after that look finds it marked and wakes it."""
-    if bounded and len(_queue) >= MAX_QUEUED:
-        with _ready:
-            _dropped[0] += 1
+    if bounded and len(_log.queue) >= MAX_QUEUED:
+        with _log.ready:
+            _log.dropped += 1
         return
-    _queue.append(item)
-    if _idle[0]:
-        with _ready:
-            _ready.notify()
+    _log.queue.append(item)
+    if _log.idle:
+        with _log.ready:
+            _log.ready.notify()
 
 
 def setup(level: str = "info", fmt: str = "console", file: str | None = None, delay: float = IMPORT_DELAY) -> TextIO:
     """Start the log thread (once per process); returns the stream logs go to. Where no thread
     can be started (the machine's limit), each line is written as it is logged instead."""
     stream: TextIO = open(file, "a", encoding="utf-8", buffering=1) if file else sys.stderr
-    _state["level"] = _LEVELS[level]
-    _state["format"] = fmt
-    _state["path"] = file
-    _state["stream"] = stream
-    if _state["thread"] is None:
+    _log.level = _LEVELS[level]
+    _log.format = fmt
+    _log.path = file
+    _log.stream = stream
+    if _log.thread is None:
         thread = threading.Thread(target=_run, args=(_LEVELS[level], fmt, stream, delay), name="bob-log", daemon=True)
-        _state["thread"] = thread
+        _log.thread = thread
         try:
             thread.start()
         except RuntimeError:
-            _state["thread"] = None
-            _state["inline"] = True
+            _log.thread = None
+            _log.inline = True
     return stream
 
 
 def json_lines() -> bool:
     """Whether the log is written as JSON records (log.format: json)."""
-    return _state.get("format") == "json"
+    return _log.format == "json"
 
 
 def stream() -> TextIO:
     """Where log lines go now: the configured file (as it is at its path), else stderr."""
-    return _current(_state.get("stream") or sys.stderr)
+    return _current(_log.stream or sys.stderr)
 
 
 def defer(job: Callable[[], None]) -> None:
@@ -384,22 +404,22 @@ def defer(job: Callable[[], None]) -> None:
 
 def flush(timeout: float = 1.0) -> bool:
     """Wait until everything logged so far is written."""
-    if _state["thread"] is None:
+    if _log.thread is None:
         return True
     done = threading.Event()
     _put(done, bounded=False)
-    _hurry.set()
+    _log.hurry.set()
     return done.wait(timeout)
 
 
 def close(timeout: float = 1.0) -> bool:
     """Write what is queued, then stop the log thread (the end of the process)."""
-    thread = _state["thread"]
+    thread = _log.thread
     if thread is None:
         return True
-    _state["closing"] = True
+    _log.closing = True
     _put(_STOP, bounded=False)
-    _hurry.set()
+    _log.hurry.set()
     thread.join(timeout)
     return not thread.is_alive()
 
@@ -413,12 +433,13 @@ class Logger:
         self.name = name
 
     def _log(self, method: str, level: int, event: str, fields: dict[str, Any]) -> None:
-        if level >= _state["level"] and _state.get("inline"):
+        if level >= _log.level and _log.inline:
             return _write_now(method, event, fields)
-        if level >= _state["level"]:
+        if level >= _log.level:
             fields.setdefault("_at", time.time())  # (a line about an earlier moment may bring its time)
-            if threading.current_thread() is _state["thread"]:  # a deferred job: in its place, now
-                _state["emit"](method, self.name, event, fields)
+            emit = _log.emit
+            if emit is not None and threading.current_thread() is _log.thread:  # a deferred job: in its place, now
+                emit(method, self.name, event, fields)
             else:
                 _put((method, self.name, event, fields))
 
@@ -435,9 +456,6 @@ class Logger:
         self._log("error", ERROR, event, fields)
 
 
-_inline_lock = threading.Lock()
-
-
 def _write_now(method: str, event: str, fields: dict[str, Any]) -> None:
     """A line written by its caller (no log thread could be started): the plain console line."""
     fields.setdefault("_at", time.time())
@@ -446,7 +464,7 @@ def _write_now(method: str, event: str, fields: dict[str, Any]) -> None:
             line = _console_line(method, event, fields)
         except Exception:  # (a field that cannot be shown: the event as it came)
             line = _bare_line(method, event, fields)
-        with _inline_lock:
+        with _log.inline_lock:
             out = stream()
             out.write(line + "\n")
             out.flush()

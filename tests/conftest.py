@@ -38,8 +38,9 @@ def fresh_state(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     from bob_acp import log
 
-    monkeypatch.setitem(log._state, "redactor", None)  # (the log thread, once started, serves every test)
-    monkeypatch.setitem(log._state, "level", log.INFO)
+    # The one piece of process-wide state a test may leave behind: a secret an in-process server
+    # registered would redact another test's log lines (the log is the process's one stream).
+    monkeypatch.setattr(log._log, "redactor", None)
     yield
 
 

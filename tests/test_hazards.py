@@ -189,17 +189,17 @@ def _read_all(fd):
 def test_log_lines_past_the_bound_are_dropped_and_counted(monkeypatch):
     monkeypatch.setattr(log, "MAX_QUEUED", 5)
     hold = threading.Event()
-    with log._ready:
-        log._queue.append(lambda: hold.wait(5))  # the log thread is stuck writing
-        log._ready.notify()
+    with log._log.ready:
+        log._log.queue.append(lambda: hold.wait(5))  # the log thread is stuck writing
+        log._log.ready.notify()
     log.setup("info")
     logger = log.get("test")
     for n in range(50):
         logger.info(f"line {n}")
-    assert len(log._queue) <= 6 and log._dropped[0] >= 40
+    assert len(log._log.queue) <= 6 and log._log.dropped >= 40
     hold.set()
     assert log.flush(5)
-    assert log._dropped[0] == 0  # reported ("N log line(s) dropped") and reset
+    assert log._log.dropped == 0  # reported ("N log line(s) dropped") and reset
 
 
 def test_a_log_line_is_stamped_with_the_time_of_its_event(capsys):
