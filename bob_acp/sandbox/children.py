@@ -1,7 +1,9 @@
 """Every process Bob starts ends with what started it: a tool call, a session, or Bob itself.
 
-Bob's processes are started by its supervisor (supervisor.py, a small process of its
-own), never by Bob directly. The supervisor is the *child subreaper* of all of them: a process
+The processes of tool calls, of sessions' sandboxes and of MCP servers are started by Bob's
+supervisor (supervisor.py, a small process of its own), never by Bob directly; Bob starts
+only short helpers it waits for, each with a time limit (git for checkpoints, the sandbox's
+probe and its cover runs). The supervisor is the *child subreaper* of all of them: a process
 that leaves its group (`setsid`), double-forks or unsets Bob's owner tag is still below it, and
 when Bob ends in any way (even SIGKILL: the socket between them closes) it kills every one of
 them. What a child cannot drop is its ancestry, so the guarantee holds against all of that.
