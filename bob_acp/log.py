@@ -432,7 +432,7 @@ class Logger:
     def __init__(self, name: str):
         self.name = name
 
-    def _log(self, method: str, level: int, event: str, fields: dict[str, Any]) -> None:
+    def _record(self, method: str, level: int, event: str, fields: dict[str, Any]) -> None:
         if level >= _log.level and _log.inline:
             return _write_now(method, event, fields)
         if level >= _log.level:
@@ -444,16 +444,16 @@ class Logger:
                 _put((method, self.name, event, fields))
 
     def debug(self, event: str, **fields: object) -> None:
-        self._log("debug", DEBUG, event, fields)
+        self._record("debug", DEBUG, event, fields)
 
     def info(self, event: str, **fields: object) -> None:
-        self._log("info", INFO, event, fields)
+        self._record("info", INFO, event, fields)
 
     def warning(self, event: str, **fields: object) -> None:
-        self._log("warning", WARNING, event, fields)
+        self._record("warning", WARNING, event, fields)
 
     def error(self, event: str, **fields: object) -> None:
-        self._log("error", ERROR, event, fields)
+        self._record("error", ERROR, event, fields)
 
 
 def _write_now(method: str, event: str, fields: dict[str, Any]) -> None:

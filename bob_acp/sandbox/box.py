@@ -237,9 +237,7 @@ class Sandbox:
         an earlier one) created of those names: taken out of the project into .bob/planted, so
         that nothing runs it, and said (one line each)."""
         with self._look_lock:
-            said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - before)]
-            self._unsaid = []
-            self.last_look = self.snapshot()
+            said = self._take_out_since(before)
             self.jobs_after = self.jobs_running()
             self._command_runs = False
         return said
@@ -255,9 +253,14 @@ class Sandbox:
             if not self.jobs_after:
                 self.last_look = self.snapshot()
                 return []
-            said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - self.last_look)]
-            self._unsaid = []
-            self.last_look = self.snapshot()
+            return self._take_out_since(self.last_look)
+
+    def _take_out_since(self, before: frozenset[str]) -> list[str]:
+        """(Under _look_lock.) The names made since `before`, taken out; with what the watch took
+        out meanwhile, what the model is told now."""
+        said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - before)]
+        self._unsaid = []
+        self.last_look = self.snapshot()
         return said
 
     def _look_between_commands(self) -> None:
@@ -315,8 +318,20 @@ class Sandbox:
         session holds no process and no descriptor in Bob (the next command makes it again, in
         some 70 ms); its processes are gone then, so the look at what they planted is final.
         One where a job still runs stays until the job or the session ends."""
+        return self._end_if_idle(kept_for_jobs=False)
+
+    def _end_when_jobs_end(self) -> None:
+        """Between turns, once the jobs that kept the sandbox have ended: it ends too, and the
+        last look at what they planted is final."""
+        said = self._end_if_idle(kept_for_jobs=True)
+        if said and self.on_planted is not None:
+            self.on_planted(said)
+
+    def _end_if_idle(self, kept_for_jobs: bool) -> list[str]:
+        """The host ended when nothing of it runs but its init, and the final look's lines;
+        `kept_for_jobs`: only a host rest() kept for its jobs (a new turn's command took it back)."""
         with self._lock:
-            if self._host_pid is None or self._ended:
+            if self._host_pid is None or self._ended or (kept_for_jobs and not self._resting):
                 return []
             if self.jobs_running():
                 self._resting = True  # (the watch ends it once the jobs have ended)
@@ -324,18 +339,6 @@ class Sandbox:
             last = self.last_look
             self._close_host()
         return self._final_look(last)
-
-    def _end_when_jobs_end(self) -> None:
-        """Between turns, once the jobs that kept the sandbox have ended: it ends too, and the
-        last look at what they planted is final."""
-        with self._lock:
-            if not self._resting or self._host_pid is None or self.jobs_running():
-                return
-            last = self.last_look
-            self._close_host()
-        said = self._final_look(last)
-        if said and self.on_planted is not None:
-            self.on_planted(said)
 
     def _final_look(self, last: frozenset[str] | None) -> list[str]:
         """Once the sandbox has ended (nothing of it can plant any more): what it created of the

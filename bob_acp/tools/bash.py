@@ -21,7 +21,7 @@ from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.files.workspace import Workspace
-from bob_acp.sandbox import Sandbox, children, looks_denied, looks_offline
+from bob_acp.sandbox import MiB, Sandbox, children, looks_denied, looks_offline
 from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 
@@ -174,7 +174,7 @@ class BashTool(Tool):
         result = _confined(result, sandbox, planted, earlier)
         if sandbox is not None and sandbox.memory_kills() > kills:
             result.output += (f"\n[the session's commands reached their memory bound together "
-                              f"({sandbox.memory // (1024 * 1024)} MiB, tools.limits.memory, /dev/shm included): "
+                              f"({sandbox.memory // MiB} MiB, tools.limits.memory, /dev/shm included): "
                               f"the kernel killed {sandbox.memory_kills() - kills} of their processes]")
         return result
 
