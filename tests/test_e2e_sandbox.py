@@ -274,8 +274,8 @@ def test_what_a_background_job_plants_after_its_command_ended_is_taken_out(scrip
     command, said; and what the user creates while nothing of the sandbox runs is theirs."""
     needs_namespaces()
     # (the job waits for a file in the project: the sandbox's /tmp is its own)
-    turns = [{"replies": [bash("setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; git init -q . && "
-                               "git config core.fsmonitor \"touch PWNED\" && echo obey > AGENTS.md' "
+    turns = [{"replies": [bash("setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; git init -q .; "
+                               "git config core.fsmonitor \"touch PWNED\"; echo obey > AGENTS.md; touch done' "
                                ">/dev/null 2>&1 & echo started"), {"text": "one"}]},
              {"replies": [bash("echo second"), {"text": "two"}]},
              {"replies": [bash("echo third"), {"text": "three"}]}]
@@ -283,10 +283,9 @@ def test_what_a_background_job_plants_after_its_command_ended_is_taken_out(scrip
     bob.prompt(sid, "first")
     (workdir / "go").write_text("")
     deadline = time.monotonic() + 30
-    while not (workdir / "AGENTS.md").exists():
+    while not (workdir / "done").exists():  # (what it plants may be taken out as soon as it is there)
         assert time.monotonic() < deadline, "the job never planted"
         time.sleep(0.02)
-    time.sleep(0.2)  # (its last write landed)
     _, frames = bob.prompt(sid, "second")
     out = outputs(frames)[0]
     assert "a job it left running created .git (taken out to .bob/planted/" in out and "AGENTS.md (taken out" in out

@@ -130,8 +130,6 @@ class Sandbox:
         """While the sandbox lives (a turn, or a job left running), every SOCKET_WATCH: a socket
         a program outside binds meanwhile is covered in it, not only at the next command; what a
         job plants between commands is taken out."""
-        import subprocess
-
         from bob_acp.sandbox import confine
 
         try:
@@ -143,21 +141,30 @@ class Sandbox:
         for look in itertools.count(1):
             if stop.wait(SOCKET_WATCH):
                 return
-            if look % NAMESPACES_EVERY == 0:  # (walks of /proc, now and then: a new container, jobs ended)
-                tables = confine.network_namespaces()
-                self._end_when_jobs_end()
-                if stop.is_set():
-                    return
-            self._look_between_commands()
-            now = {inode for _path, inode in confine.listening_sockets(tables)}
-            new, seen = now - seen, now
-            if new and set(confine.socket_holders(new, namespace)) != new:  # (not all the sandbox's own)
-                command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "cover", *self._joining(pid)]
-                try:
-                    subprocess.run(command, env=_plain_env(), cwd="/", stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=HOST_TIMEOUT)
-                except (OSError, subprocess.SubprocessError):
-                    continue
+            try:
+                if look % NAMESPACES_EVERY == 0:  # (walks of /proc, now and then: a new container, jobs ended)
+                    tables = confine.network_namespaces()
+                    self._end_when_jobs_end()
+                    if stop.is_set():
+                        return
+                self._look_between_commands()
+                now = {inode for _path, inode in confine.listening_sockets(tables)}
+                if now - seen and set(confine.socket_holders(now - seen, namespace)) != now - seen:
+                    self._cover(pid)  # (not all of them the sandbox's own)
+                seen = now
+            except Exception as exc:  # noqa: BLE001  (one bad round must not end the watch for good)
+                self._say(f"its watch failed a round: {exc!r}")
+
+    def _cover(self, pid: int) -> None:
+        """The launcher's cover mode: what appeared outside since, covered in the sandbox."""
+        import subprocess
+
+        command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "cover", *self._joining(pid)]
+        try:
+            subprocess.run(command, env=_plain_env(), cwd="/", stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=HOST_TIMEOUT)
+        except (OSError, subprocess.SubprocessError):
+            pass
 
     def environment(self, env: dict[str, Any] | None) -> dict[str, Any]:
         """The environment a sandboxed command gets: its caches, temporary files and jobs in the
