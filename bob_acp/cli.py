@@ -280,7 +280,17 @@ def _poke(fd: int) -> None:
 
 
 DUMP_EVERY = 1.0  # seconds between two stack dumps at most (a flood of SIGUSR1 writes one a second)
-_dumps = {"last": -DUMP_EVERY, "skipped": 0}
+
+
+class _Dumps:
+    """When the last stack dump was written, and how many SIGUSR1 were skipped since."""
+
+    def __init__(self) -> None:
+        self.last = -DUMP_EVERY
+        self.skipped = 0
+
+
+_dumps = _Dumps()
 
 
 def _stacks(_signum: int, _frame: object) -> None:
@@ -292,11 +302,11 @@ def _stacks(_signum: int, _frame: object) -> None:
     import time
 
     now = time.monotonic()
-    if now - _dumps["last"] < DUMP_EVERY:
-        _dumps["skipped"] += 1
+    if now - _dumps.last < DUMP_EVERY:
+        _dumps.skipped += 1
         return
-    _dumps["last"] = now
-    skipped, _dumps["skipped"] = _dumps["skipped"], 0
+    _dumps.last = now
+    skipped, _dumps.skipped = _dumps.skipped, 0
     try:
         found = _threads()
     except Exception:  # noqa: BLE001  (a dump must never take Bob down)

@@ -5,12 +5,15 @@ escaping as "Internal error". (The transport, which imports nothing of Bob, word
 from __future__ import annotations
 
 import threading
+from typing import Generic, Hashable, TypeVar
 
 from bob_acp.exceptions import BobError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
+
+T = TypeVar("T", bound=Hashable)
 
 LIMIT = "the limit on processes and threads (ulimit -u) is reached"
 STACK_SIZE = 1024 * 1024  # bytes of stack a thread reserves (not 8 MiB: `ulimit -v` counts it)
@@ -132,3 +135,36 @@ class Doing:
 
 
 doing = Doing()
+
+
+class Live(Generic[T]):
+    """What runs now (commands, connections), for the end of Bob to end it all: added and
+    discarded by the threads that run it, taken at once by the one that ends Bob. Once ended,
+    nothing is added (what comes late is its adder's to end)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: set[T] = set()
+        self._ended = False
+
+    def add(self, item: T) -> bool:
+        """False: Bob is ending, and `item` was not added."""
+        with self._lock:
+            if self._ended:
+                return False
+            self._items.add(item)
+            return True
+
+    def discard(self, item: T) -> None:
+        with self._lock:
+            self._items.discard(item)
+
+    def all(self) -> list[T]:
+        with self._lock:
+            return list(self._items)
+
+    def end(self) -> list[T]:
+        """No more is added; what is held is returned."""
+        with self._lock:
+            self._ended = True
+            return list(self._items)

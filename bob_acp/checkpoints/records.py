@@ -127,8 +127,16 @@ def _state(value: object) -> bool:
         "type", "mode", "blob"}
 
 
-_key_lock = threading.Lock()
-_session_key: list[bytes] = []  # (where no key file can be kept: this process's own)
+class _Keys:
+    """The lock under which the key file is read or made, and the key of this process where no
+    key file can be kept."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.own: bytes | None = None
+
+
+_keys = _Keys()
 
 
 def user_key(env: dict[str, Any] | None = None) -> bytes:
@@ -137,7 +145,7 @@ def user_key(env: dict[str, Any] | None = None) -> bytes:
     from bob_acp.files import bobdir
 
     path = os.path.join(bobdir.user_state(env), "checkpoint.key")
-    with _key_lock:
+    with _keys.lock:
         for _ in range(2):
             try:
                 with open(path, "rb") as handle:
@@ -157,6 +165,6 @@ def user_key(env: dict[str, Any] | None = None) -> bytes:
                     break
             except OSError:
                 break
-        if not _session_key:
-            _session_key.append(secrets.token_bytes(32))
-        return _session_key[0]
+        if _keys.own is None:
+            _keys.own = secrets.token_bytes(32)
+        return _keys.own

@@ -67,13 +67,21 @@ class Snapshot:
     listed: list[str] = field(default_factory=list)
 
 
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
+class _Locks:
+    """One thread lock per shadow repository (and per pack of one), for the life of Bob: few,
+    one per root a session ever had."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._by_dir: dict[str, threading.Lock] = {}
+
+    def of(self, git_dir: str) -> threading.Lock:
+        with self._guard:
+            return self._by_dir.setdefault(git_dir, threading.Lock())
 
 
-def _lock_of(git_dir: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(git_dir, threading.Lock())
+_locks = _Locks()
+_lock_of = _locks.of
 
 
 class Shadow:

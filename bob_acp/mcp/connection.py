@@ -18,6 +18,7 @@ from bob_acp.jsonrpc.endpoint import Endpoint, PeerError, Route, Sent
 from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
 from bob_acp.providers import httpio
 from bob_acp.sandbox import children
+from bob_acp.threads import Live
 
 if TYPE_CHECKING:
     import requests
@@ -52,34 +53,24 @@ class Connection:
         raise NotImplementedError
 
 
-_open: set[Connection] = set()  # every connection not closed yet, for the end of Bob
-_open_lock = threading.Lock()
-_shutting_down = False
+_open: Live[Connection] = Live()  # every connection not closed yet, for the end of Bob
 
 
 def _opened(connection: Connection) -> None:
     """Register a connection; one opened after close_all() (a handshake racing Bob's end) is
     closed at once."""
-    with _open_lock:
-        late = _shutting_down
-        if not late:
-            _open.add(connection)
-    if late:
+    if not _open.add(connection):
         connection.close()
         raise McpError("Bob is shutting down")
 
 
 def _closed(connection: Connection) -> None:
-    with _open_lock:
-        _open.discard(connection)
+    _open.discard(connection)
 
 
 def close_all(timeout: float = 3.0) -> None:
     """Bob is ending: close every connection (servers still in their handshake too), in parallel."""
-    global _shutting_down
-    with _open_lock:
-        _shutting_down = True
-        held = list(_open)
+    held = _open.end()
     threads = [threading.Thread(target=c.close, name=f"bob-mcp-close-{c.name}", daemon=True) for c in held]
     for thread in threads:
         thread.start()

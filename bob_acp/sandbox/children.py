@@ -50,11 +50,23 @@ SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "superviso
 PYTHON_FLAGS = ("-X", "utf8", "-I", "-S")
 PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER = 4, 36
 
-_lock = threading.RLock()  # a child is started and registered, or orphans looked up, under it
-_known: set[int] = set()  # Bob's own direct children (never taken for an orphan)
-_labels = itertools.count(1)
-_state: dict[str, Any] = {"supervisor": None, "protected": False, "subreaper": False, "problem": None,
-                          "closing": False}
+
+class _Processes:
+    """What this module keeps for the life of Bob, in one owner."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # a child is started and registered, or orphans looked up, under it
+        self.known: set[int] = set()  # Bob's own direct children (never taken for an orphan)
+        self.labels = itertools.count(1)
+        self.supervisor: Supervisor | None = None
+        self.problem: str | None = None  # why there is no supervisor
+        self.protected = False  # protect() ran
+        self.subreaper = False  # Bob is its tree's child subreaper
+        self.closing = False  # Bob is ending
+        self.folders: set[str] = set()  # what the supervisor removes when Bob ends (told again to a new one)
+
+
+_own = _Processes()
 
 
 class ProcessLimit(OSError):
@@ -65,10 +77,10 @@ def protect() -> None:
     """Once, before anything is started on Bob's behalf: Bob non-dumpable (its memory, its
     environment and a core dump refused to every other process of the user) and the child
     subreaper of its tree."""
-    with _lock:
-        if _state["protected"]:
+    with _own.lock:
+        if _own.protected:
             return
-        _state["protected"] = True
+        _own.protected = True
         if not sys.platform.startswith("linux"):
             return
         try:
@@ -77,14 +89,14 @@ def protect() -> None:
 
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-            _state["subreaper"] = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            _own.subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
             resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
         except (OSError, AttributeError, ValueError):
             pass
 
 
 def new_label(kind: str) -> str:
-    return f"{kind}-{next(_labels)}"
+    return f"{kind}-{next(_own.labels)}"
 
 
 def tag(env: dict[str, Any] | None, label: str) -> dict[str, Any]:
@@ -135,7 +147,7 @@ class Supervisor:
             raise
         finally:
             theirs.close()
-        _known.add(self.proc.pid)
+        _own.known.add(self.proc.pid)
         self.sock = mine
         self._send_lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -173,7 +185,7 @@ class Supervisor:
         return int(answer["pid"])
 
     def watch(self, child: Child) -> None:
-        with _lock:
+        with _own.lock:
             early = self._early.pop(child.pid, None)
             gone = not self.alive
             if early is None and not gone:
@@ -210,7 +222,7 @@ class Supervisor:
                         waiting[1] = message
                         waiting[0].set()
                 elif op == "exit":
-                    with _lock:
+                    with _own.lock:
                         child = self._children.pop(message["pid"], None)
                         if child is None:
                             self._early[message["pid"]] = message["status"]
@@ -224,7 +236,7 @@ class Supervisor:
     def _gone(self) -> None:
         """The supervisor ended (killed, or Bob is closing): its processes were reparented to
         Bob, which ends them all now; every wait on them ends."""
-        with _lock:
+        with _own.lock:
             self.alive = False
         for waiting in list(self._answers.values()):
             waiting[0].set()
@@ -234,15 +246,15 @@ class Supervisor:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             pass
-        _known.discard(self.proc.pid)
-        if _state["supervisor"] is self:
-            _state["supervisor"] = None
-            if not _state.get("closing") and not self.ended_by_bob:
+        _own.known.discard(self.proc.pid)
+        if _own.supervisor is self:
+            _own.supervisor = None
+            if not _own.closing and not self.ended_by_bob:
                 from bob_acp import log
 
                 log.get("bob").warning("[acp] Bob's supervisor of commands ended unexpectedly: every command it "
                                        "ran is ended; the next command starts a new one")
-        with _lock:
+        with _own.lock:
             waiting_children = list(self._children.values())
             self._children.clear()
         for child in waiting_children:
@@ -296,20 +308,20 @@ class Supervisor:
 
 
 def _supervisor() -> Supervisor | None:
-    with _lock:
-        current = _state["supervisor"]
+    with _own.lock:
+        current = _own.supervisor
         if current is not None and current.alive:
             return current
         if not os.path.isdir("/proc/self/task"):
-            _state["problem"] = "there is no /proc, where the supervisor finds the processes reparented to it"
+            _own.problem = "there is no /proc, where the supervisor finds the processes reparented to it"
             return None
         try:
-            current = _state["supervisor"] = Supervisor()
-            _state["problem"] = None
+            current = _own.supervisor = Supervisor()
+            _own.problem = None
         except (OSError, RuntimeError) as exc:
-            _state["problem"] = f"the supervisor could not start: {exc}"
+            _own.problem = f"the supervisor could not start: {exc}"
             return None
-        for folder in _folders:  # (a supervisor that was killed took the list with it)
+        for folder in _own.folders:  # (a supervisor that was killed took the list with it)
             try:
                 current.send({"op": "cleanup", "path": folder})
             except OSError:
@@ -323,7 +335,7 @@ def orphan_guard() -> str | None:
         return "this system has no child subreaper"
     if not os.path.isdir("/proc/self/task"):
         return "there is no /proc, where the supervisor finds the processes reparented to it"
-    return _state["problem"]
+    return _own.problem
 
 
 def spawn(argv: list[str], label: str, env: dict[str, Any] | None = None, cwd: str | None = None,
@@ -387,13 +399,13 @@ def _limit(exc: OSError) -> OSError:
 
 def _popen(argv: list[str], env: dict[str, Any], cwd: str, stdin: int, stdout: int, stderr: int) -> subprocess.Popen[bytes]:
     """Bob starts the process itself (no supervisor here): registered as its own child."""
-    with _lock:
+    with _own.lock:
         try:
             proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=stdin, stdout=stdout, stderr=stderr,
                                     start_new_session=True, close_fds=True)
         except OSError as exc:
             raise _limit(exc) from None
-        _known.add(proc.pid)
+        _own.known.add(proc.pid)
     return proc
 
 
@@ -407,7 +419,7 @@ def settle(proc: Any) -> None:
         return
     except subprocess.TimeoutExpired:
         pass
-    current = _state["supervisor"]
+    current = _own.supervisor
     if isinstance(proc, Child) and current is not None and current.stopped():
         current.kill_stopped()
     proc.wait()
@@ -416,20 +428,20 @@ def settle(proc: Any) -> None:
 def ended(proc: Any) -> None:
     """A child from spawn() has ended (the supervisor's are its own business)."""
     if isinstance(proc, subprocess.Popen):
-        with _lock:
-            _known.discard(proc.pid)
+        with _own.lock:
+            _own.known.discard(proc.pid)
 
 
 def end_orphans(label: str | None) -> None:
     """End what `label`'s processes left running (None: everything, at Bob's end): the
     supervisor's orphans of that label, and any reparented to Bob itself."""
-    current = _state["supervisor"]
+    current = _own.supervisor
     if label is not None and current is not None and current.alive:
         try:
             current.send({"op": "end", "label": label})
         except OSError:
             pass
-    if _state["subreaper"]:
+    if _own.subreaper:
         _end_own_orphans(label)
 
 
@@ -439,7 +451,7 @@ def _end_own_orphans(label: str | None) -> None:
     def found() -> list[int]:
         pids = []
         for pid in wire.children():
-            if pid in _known:
+            if pid in _own.known:
                 continue
             if _zombie(pid):
                 _reap(pid)
@@ -451,17 +463,14 @@ def _end_own_orphans(label: str | None) -> None:
         for pid in killed:
             _reap(pid, block=True)
 
-    with _lock:
+    with _own.lock:
         wire.end_rounds(found, reap, ROUNDS)
-
-
-_folders: set[str] = set()  # what the supervisor removes when Bob ends (told again to a new one)
 
 
 def keep_on_exit(folder: str) -> None:
     """Have `folder` removed when Bob ends, however it ends (the supervisor removes it)."""
-    with _lock:
-        _folders.add(folder)
+    with _own.lock:
+        _own.folders.add(folder)
     current = _supervisor()
     if current is not None:
         try:
@@ -471,9 +480,9 @@ def keep_on_exit(folder: str) -> None:
 
 
 def removed(folder: str) -> None:
-    with _lock:
-        _folders.discard(folder)
-    current = _state["supervisor"]
+    with _own.lock:
+        _own.folders.discard(folder)
+    current = _own.supervisor
     if current is not None and current.alive:
         try:
             current.send({"op": "forget", "path": folder})
@@ -483,16 +492,16 @@ def removed(folder: str) -> None:
 
 def closing() -> bool:
     """Whether Bob is ending (what is cut off now says nothing of the machine)."""
-    return bool(_state.get("closing"))
+    return _own.closing
 
 
 def shutdown(timeout: float = 0.5) -> None:
     """Bob ends: its orphans go, then the supervisor ends what it started (waited for up to
     `timeout` seconds)."""
-    _state["closing"] = True
-    if _state["subreaper"]:
+    _own.closing = True
+    if _own.subreaper:
         _end_own_orphans(None)
-    current = _state["supervisor"]
+    current = _own.supervisor
     if current is not None:
         current.close(timeout)
 

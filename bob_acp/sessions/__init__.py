@@ -60,22 +60,27 @@ HEAD_BYTES = 16 * 1024  # what a listing reads of each file
 MAX_TITLE = 80
 
 
-# Ids need to be distinct, not secret. Their last part walks a Weyl sequence (a random start, a
-# random odd step, modulo 2**32): it looks random and never repeats within a process before 2**32
-# sessions, where 32 random bits drawn anew would meet again within one second once thousands
-# of sessions are opened in it (an id already held: a failed session/new). Seeded once from the
-# system's randomness (a getrandom() call per session cost more than the rest of opening it).
-_seed = random.Random(os.urandom(16))
-_id_start, _id_step = _seed.getrandbits(32), _seed.getrandbits(32) | 1
-_id_count = itertools.count()  # (next() on it is atomic: threads never draw the same number)
+class _Ids:
+    """Session ids: distinct, not secret. Their last part walks a Weyl sequence (a random start,
+    a random odd step, modulo 2**32): it looks random and never repeats within a process before
+    2**32 sessions, where 32 random bits drawn anew would meet again within one second once
+    thousands of sessions are opened in it (an id already held: a failed session/new). Seeded
+    once from the system's randomness (a getrandom() call per session cost more than the rest of
+    opening it)."""
+
+    def __init__(self) -> None:
+        seed = random.Random(os.urandom(16))
+        self._start, self._step = seed.getrandbits(32), seed.getrandbits(32) | 1
+        self._count = itertools.count()  # (next() on it is atomic: threads never draw the same number)
+        self._second = PerSecond(ID_STAMP)
+
+    def new(self, now: datetime.datetime | None = None) -> str:
+        stamp = self._second(int(time.time())) if now is None else now.strftime(ID_STAMP)
+        return f"{stamp}-{(self._start + next(self._count) * self._step) & 0xFFFFFFFF:08x}"
 
 
-_id_second = PerSecond(ID_STAMP)
-
-
-def new_id(now: datetime.datetime | None = None) -> str:
-    stamp = _id_second(int(time.time())) if now is None else now.strftime(ID_STAMP)
-    return f"{stamp}-{(_id_start + next(_id_count) * _id_step) & 0xFFFFFFFF:08x}"
+_ids = _Ids()
+new_id = _ids.new
 
 
 def valid_id(value: object) -> bool:
@@ -152,11 +157,16 @@ def _now() -> str:
 class _Seen:
     """Each session file as this process last read or wrote it, (mtime, size, inode) by path: a
     file that differs was changed by another Bob since. Paths are absolute, so folders (and
-    tests) never see each other's."""
+    tests) never see each other's. With it, the lock of a save's check-write-record step, per
+    file (64 shared by hash: a process that saves many sessions keeps a bounded number)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_path: dict[str, tuple[Any, ...] | None] = {}
+        self._saves = [threading.Lock() for _ in range(64)]
+
+    def save_lock(self, path: str) -> threading.Lock:
+        return self._saves[hash(path) % len(self._saves)]
 
     def get(self, path: str) -> tuple[Any, ...] | None:
         with self._lock:
@@ -172,13 +182,6 @@ class _Seen:
 
 
 _seen = _Seen()
-_file_locks = [threading.Lock() for _ in range(64)]  # a save's check-write-record step, per file
-
-
-def _file_lock(path: str) -> threading.Lock:
-    return _file_locks[hash(path) % len(_file_locks)]
-
-
 def _signature(path: str) -> tuple[Any, ...] | None:
     try:
         info = os.stat(path)
@@ -207,7 +210,7 @@ class SessionStore:
         process changed this session's file since this process last read or wrote it)."""
         path = self.path_for(sid)
         messages = history.repaired(messages)
-        with _file_lock(path):
+        with _seen.save_lock(path):
             head = self._head(path)
             known = _seen.get(path)
             now_on_disk = _signature(path)

@@ -26,8 +26,7 @@ from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 
 log = bob_log.get("bob.tools")
-_live: set[int] = set()  # process group ids of running commands
-_live_lock = threading.Lock()
+_live: threads.Live[int] = threads.Live()  # process group ids of running commands
 PIPE_GRACE = 0.15  # after bash exits, how long a background child may keep the pipe open
 # After that grace the rest of the group is killed; a process that left the group (setsid) may
 # still hold the pipe, so once output has been quiet this long we stop listening.
@@ -59,9 +58,7 @@ def grantable(command: str) -> bool:
 
 def kill_all() -> None:
     """Kill every running command's process group (shutdown)."""
-    with _live_lock:
-        groups = list(_live)
-    for pgid in groups:
+    for pgid in _live.all():
         _kill_group(pgid)
 
 
@@ -197,16 +194,14 @@ class BashTool(Tool):
             return ToolResult(f"error: cannot start bash: {exc.strerror or exc}", failed=True)
         # Registered once started: kill_all() (shutdown) kills the groups it knows; one that
         # started in between is ended by the supervisor, which ends everything when Bob does.
-        with _live_lock:
-            _live.add(proc.pid)
+        _live.add(proc.pid)
         try:
             if cancel.is_set():
                 raise Cancelled()
             return _Watch(proc, limit, timeout, cancel, ctx.live).run()
         finally:
             _kill_group(proc.pid)  # whatever the command left running in its group dies with it
-            with _live_lock:
-                _live.discard(proc.pid)
+            _live.discard(proc.pid)
             children.settle(proc)
             children.ended(proc)
             if ctx.owner is None:  # a call of no session: what left its group ends with it
