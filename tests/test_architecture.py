@@ -1,6 +1,7 @@
 """The shape of bob_acp/: imports run one way, down the layers, with no cycle (function-level
 imports and lazily imported modules included); the transport imports nothing of Bob; no module
-reads another's private names; mypy finds nothing."""
+reads another's private names; a module's mutable state is one owner object, never loose globals;
+mypy finds nothing."""
 
 import ast
 import os
@@ -153,6 +154,40 @@ def test_no_module_reads_another_modules_private_names():
             if (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
                     and isinstance(node.value, ast.Name) and node.value.id in aliases):
                 found.append(f"{module}: {node.value.id}.{node.attr}")
+    assert found == []
+
+
+# What makes a module-level value loose state: a container, a lock or a counter of its own.
+_LOOSE_CALLS = {"set", "dict", "list", "Lock", "RLock", "Condition", "Event", "count", "deque", "defaultdict",
+                "OrderedDict", "WeakSet", "WeakValueDictionary"}
+
+
+def test_module_state_is_owned_by_one_object_never_loose_globals():
+    """A `global` statement rebinding module state, or a lower-case module-level container, lock or
+    counter: state a test would have to reset, and that no object owns. (UPPER_CASE tables are
+    constants; one `global` is allowed: the transport's codec picks its JSON library once.)"""
+    found = []
+    for module, path in modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global) and module != "bob_acp.jsonrpc.codec":
+                found.append(f"{module}:{node.lineno}: global {', '.join(node.names)}")
+        for node in tree.body:
+            if isinstance(node, ast.AnnAssign):
+                targets, value = [node.target], node.value
+            elif isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            else:
+                continue
+            names = [t.id for t in targets if isinstance(t, ast.Name) and not t.id.isupper() and t.id != "__all__"]
+            if not names or value is None:
+                continue
+            loose = isinstance(value, (ast.Set, ast.Dict, ast.List, ast.SetComp, ast.DictComp, ast.ListComp))
+            if isinstance(value, ast.Call):
+                called = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+                loose = called in _LOOSE_CALLS
+            if loose:
+                found.append(f"{module}:{node.lineno}: {', '.join(names)}")
     assert found == []
 
 

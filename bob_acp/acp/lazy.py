@@ -12,15 +12,14 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 
-_load_lock = threading.RLock()
-
-
 class LazyModule:
     """Stands for a module until an attribute is read, then is that module's attribute.
 
     Given the namespace that holds it (`globals()`) and its name there, the first load puts the
     module itself in its place, so later uses are plain attribute lookups on the module (the
     proxy's `__getattr__` on every use cost a Python call on each request's path)."""
+
+    _loading = threading.RLock()  # (the class's: one first load at a time among all of them)
 
     def __init__(self, name: str, namespace: dict[str, Any] | None = None, alias: str | None = None):
         self._name = name
@@ -34,7 +33,7 @@ class LazyModule:
             # Bob's modules that import each other's parts can meet in the import system's
             # per-module locks, which then raises _DeadlockError (seen once as an Internal error
             # on a session/new right after initialize).
-            with _load_lock:
+            with LazyModule._loading:
                 if self._module is None:
                     module = importlib.import_module(self._name)
                     if self._namespace is not None and self._alias and self._namespace.get(self._alias) is self:
