@@ -29,12 +29,16 @@ RESPONSE_TYPES = {
     "session/new": "NewSessionResponse",
     "session/load": "LoadSessionResponse",
     "session/prompt": "PromptResponse",
+    "logout": "LogoutResponse",
+    "session/set_config_option": "SetSessionConfigOptionResponse",
 }
+# Extension methods: the shape the peers (codex-acp, claude-agent-acp) answer with.
+STEERING_OUTCOMES = ({"outcome": "injected"}, {"outcome": "promptRequired", "reason": "noRunningTurn"})
 REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest",
                  "fs/read_text_file": "ReadTextFileRequest", "fs/write_text_file": "WriteTextFileRequest",
                  "terminal/create": "CreateTerminalRequest", "terminal/output": "TerminalOutputRequest",
                  "terminal/release": "ReleaseTerminalRequest", "terminal/wait_for_exit": "WaitForTerminalExitRequest",
-                 "terminal/kill": "KillTerminalRequest"}
+                 "terminal/kill": "KillTerminalRequest", "elicitation/create": "CreateElicitationRequest"}
 NOTIFICATION_TYPES = {"session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification",
                       "_bob/retry": "ExtNotification"}  # (only to a client that asked for it: bob-acp chat)
 
@@ -99,6 +103,8 @@ class FrameValidator:
         method = method_of(frame["id"])
         if method in RESPONSE_TYPES:
             self.check(RESPONSE_TYPES[method], frame["result"])
+        elif method == "_session/steering":
+            assert frame["result"] in STEERING_OUTCOMES, f"a steering answer of no known shape: {frame!r}"
 
 
 _SDK: FrameValidator | None = None

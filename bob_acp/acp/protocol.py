@@ -30,6 +30,9 @@ SESSION_DELETE = "session/delete"
 SESSION_FORK = "session/fork"  # (unstable: the draft schema's; with acp.fork)
 SESSION_SET_MODE = "session/set_mode"
 SESSION_SET_CONFIG_OPTION = "session/set_config_option"
+SESSION_STEERING = "_session/steering"  # (an extension, as codex-acp and claude-agent-acp have it; acp.steering)
+LOGOUT = "logout"
+ELICITATION_CREATE = "elicitation/create"
 REQUEST_PERMISSION = "session/request_permission"
 RETRY_EVENT = "_bob/retry"  # an extension notification (to a client that asked for it: `_meta.bob.retries`)
 # Answered "method not found" unless a config key turns them on (the product document's list).
@@ -39,7 +42,7 @@ NOT_SUPPORTED = (
     SESSION_LIST,
     SESSION_RESUME,
     SESSION_CLOSE,
-    "logout",
+    LOGOUT,
 )
 
 ALLOW, ALLOW_ALWAYS, REJECT = "allow", "allow_always", "reject"

@@ -173,6 +173,8 @@ class AgentServer:
             table[p.SESSION_RESUME] = Route(saved("resume"), worker=slow, check=ready)
             table[p.SESSION_CLOSE] = Route(saved("close"), check=initialized)
             table[p.SESSION_DELETE] = Route(saved("delete"), check=initialized)
+        if self.cfg.acp.steering:
+            table[p.SESSION_STEERING] = Route(turns("steer"), worker=True, check=initialized)
         if self.cfg.acp.configOptions:
             table[p.SESSION_SET_CONFIG_OPTION] = Route(selectors("set_config_option"), check=initialized)
             table[p.SESSION_SET_MODE] = Route(selectors("set_mode"), check=initialized)
@@ -236,6 +238,8 @@ class AgentServer:
             "agentInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__},
             "authMethods": self.auth_methods,
         }
+        if self.cfg.acp.steering:  # (as codex-acp and claude-agent-acp advertise it)
+            result["_meta"] = {"steering": {"supported": True}}
         if first:
             return Reply(result, after=lambda: warm(jsontext.use_orjson, engine, sessions, skills, tools, turns_module,
                                                     self._sandbox_probe))

@@ -22,10 +22,11 @@ from bob_acp.acp.table import SessionTable
 from bob_acp.acp.turn_queue import TurnQueue
 from bob_acp.acp.updates import TurnSink, say_news
 from bob_acp.config import Config
-from bob_acp.context import skills
+from bob_acp.context import history, skills
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.jsontext import mapping
 from bob_acp.timestamps import utc_now
 
 if TYPE_CHECKING:
@@ -132,14 +133,7 @@ class Handlers:
             return self.command_undo(session, sink, turn, redo=command == "/redo")
         if command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints:
             return self.command_without_git(session, sink, command)
-        typed = text
-        text = skills.rewrite_prompt(text, session.catalog)
-        found = prompts.attachments(text, session.cwd)
-        for _written, path, _kind in found:
-            self.log.info("[acp] session {session}: attached {path}", session=session.id, path=path)
-        text = prompts.with_attachments(text, found)
-        typed = prompts.with_attachments(typed, found)  # a replay shows what the user wrote
-        pictures = prompts.images(blocks) if self.cfg.acp.images else []
+        text, typed, pictures = self._composed(session, blocks, text)
         try:
             stop, stats = session.engine.run_turn(session.conv, text, sink, turn.cancel, typed, pictures)
         except engine.TurnFailed as failure:
@@ -153,6 +147,49 @@ class Handlers:
             self.opener.report_mcp(session)  # tools a refresh during the turn had to leave out
         self._turn_done(session, stats)
         return stop
+
+    def _composed(self, session: Session, blocks: list[Any], text: str) -> tuple[str, str, list[dict[str, Any]]]:
+        """(what the model is given, what the user wrote, the images) of a prompt's text: a
+        skill's command rewritten, the files it mentions attached."""
+        typed = text
+        text = skills.rewrite_prompt(text, session.catalog)
+        found = prompts.attachments(text, session.cwd)
+        for _written, path, _kind in found:
+            self.log.info("[acp] session {session}: attached {path}", session=session.id, path=path)
+        text = prompts.with_attachments(text, found)
+        typed = prompts.with_attachments(typed, found)  # a replay shows what the user wrote
+        pictures = prompts.images(blocks) if self.cfg.acp.images else []
+        return text, typed, pictures
+
+    # ---- steering ------------------------------------------------------------------------------
+
+    def steer(self, params: dict[str, Any]) -> dict[str, Any]:
+        """_session/steering (acp.steering): the text joins the running turn at its next model
+        call; with no turn running, the client is told to send it as a prompt."""
+        session = self.table.get(params)
+        blocks = params.get("prompt")
+        if not isinstance(blocks, list):
+            raise RpcError.invalid_params("prompt: must be an array of content blocks")
+        problem = prompts.refusal(blocks, self.cfg.acp.embeddedContext, self.cfg.acp.images)
+        if problem:
+            raise RpcError.invalid_params(problem)
+        idle = mapping(mapping(params.get("_meta")).get("steering")).get("idleBehavior", "promptRequired")
+        if idle != "promptRequired":
+            raise RpcError.invalid_params(f"_meta.steering.idleBehavior: Bob answers promptRequired when no turn "
+                                          f"runs (a turn is started by session/prompt), not {str(idle)[:40]!r}")
+        text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
+        command = text.strip()
+        if command in ("/new", "/compact") or (command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints):
+            raise RpcError.invalid_params(f"{command} is a command, not words for the model: send it with "
+                                          "session/prompt once the turn has ended")
+        text, typed, pictures = self._composed(session, blocks, text)
+        if not session.conv.steering.offer(history.user(text, typed, pictures)):
+            self.log.info("[acp] session {session}: steering with no turn running: a prompt is required",
+                          session=session.id)
+            return {"outcome": "promptRequired", "reason": "noRunningTurn"}
+        self.log.info("[acp] session {session}: steering: joins the running turn at its next model call",
+                      session=session.id)
+        return {"outcome": "injected"}
 
     def _turn_done(self, session: Session, stats: engine.TurnStats) -> None:
         self.log.info("[acp] turn done: {commands} command(s) · {file_ops} file op(s) · {skills} skill(s)",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import select
 import shutil
 import signal
 import sys
@@ -30,10 +31,11 @@ from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TextIO
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 SPIN_EVERY = 0.1
+STEER_WAIT = 30.0  # seconds the end of a turn waits for the answers to the lines that steered it
 STOP_WORDS = {
     "cancelled": "(cancelled)",
     "refusal": "(no model is configured: see the message above)",
@@ -89,6 +91,10 @@ class Chat:
         self.mcp_servers: list[dict[str, Any]] = []  # chat.mcpServers of Bob's config
         self.skipped: list[str] = []  # the calls rejected because there was no terminal to ask on
         self.choices = Choices(self)
+        self.typed: TextIO | None = None  # the terminal the person types prompts on (None: not one)
+        self.steering = False  # the agent takes a line typed during a turn into it (_session/steering)
+        self.typed_ahead: list[str] = []  # lines typed during a turn that could not join it: the next prompts
+        self._steers: dict[Sent, str] = {}
 
     @staticmethod
     def error(message: str) -> Said:
@@ -102,6 +108,8 @@ class Chat:
         interrupted = False
         while True:
             try:
+                if method == "session/prompt":
+                    self._steer_with_typed()
                 try:
                     event = self.agent.events.get(timeout=SPIN_EVERY)
                 except queue.Empty:
@@ -133,6 +141,8 @@ class Chat:
             self._retry(event[1])
         elif kind == "question":
             return None, self._permission(event[1], event[2])
+        elif kind == "answer" and event[1] in self._steers:
+            self._steered(event[1])
         elif kind == "answer" and event[1] is pending:
             self.screen.clear_spinner()
             if pending.cancelled():
@@ -142,6 +152,61 @@ class Chat:
             except PeerError as exc:
                 return {"error": exc.error if isinstance(exc.error, dict) else {"message": str(exc.error)}}, False
         return None, False
+
+    def _steer_with_typed(self) -> None:
+        """A line the person typed while the turn runs steers it, where the agent offers that;
+        elsewhere it waits on the terminal to be the next prompt, as before."""
+        if not self.steering or self.typed is None:
+            return
+        try:
+            if not select.select([self.typed], [], [], 0)[0]:
+                return
+        except (OSError, ValueError):
+            return
+        line = self.typed.readline()
+        if not line:
+            return
+        text = line.rstrip("\n")
+        if not text.strip():
+            return
+        self.screen.end_stream()
+        if text.strip().startswith("/"):  # a command of the chat or of Bob: run as such once the turn ends
+            self.typed_ahead.append(text)
+            self.screen.line(f"↳ {visible.line(text.strip())} runs when the turn ends", "dim")
+            return
+        sent = self.agent.request("_session/steering", {"sessionId": self.session_id,
+                                                        "prompt": [{"type": "text", "text": text}]})
+        self._steers[sent] = text
+
+    def _settle_steers(self) -> None:
+        """The turn has answered: the lines sent to steer it are answered too (the agent answers
+        them at once), so one that came too late is the next prompt, before anything typed later."""
+        deadline = time.monotonic() + STEER_WAIT
+        while self._steers and time.monotonic() < deadline:
+            try:
+                event = self.agent.events.get(timeout=SPIN_EVERY)
+            except queue.Empty:
+                continue
+            self._handle(event, None)
+        for text in self._steers.values():  # (no answer: kept, never lost)
+            self.typed_ahead.append(text)
+        self._steers.clear()
+
+    def _steered(self, sent: Sent) -> None:
+        text = self._steers.pop(sent)
+        try:
+            outcome = mapping(sent.result()).get("outcome")
+        except PeerError as exc:
+            error = exc.error if isinstance(exc.error, dict) else {"message": str(exc.error)}
+            self.screen.end_stream()
+            self.screen.line(f"not added to the turn: {_error_line(error)}", "yellow")
+            return
+        self.screen.end_stream()
+        if outcome == "injected":
+            self.screen.line(f"↳ added to the running turn (the model reads it next): {visible.line(text)}", "cyan")
+        else:  # the turn was ending: the line is the next prompt
+            self.typed_ahead.append(text)
+            self.screen.line(f"↳ the turn was ending: sent as the next prompt: {visible.line(text)}", "dim")
 
     def drain(self) -> None:
         """Take in what the agent sent between requests (the commands update after session/new)."""
@@ -248,6 +313,7 @@ class Chat:
                              f"cannot open a session in {self.cwd}")
             self.session_id = result["sessionId"]
         self.choices.take(result)
+        self.steering = mapping(mapping(mapping(init.get("result")).get("_meta")).get("steering")).get("supported") is True
         modes = mapping(result.get("modes"))
         self.show_mode(modes.get("currentModeId"))
 
@@ -278,6 +344,7 @@ class Chat:
         self._last_message = None
         response = self.call("session/prompt", {"sessionId": self.session_id,
                                                 "prompt": [{"type": "text", "text": text}]})
+        self._settle_steers()
         self.screen.end_stream()
         if "error" in response:
             self.failed = True
@@ -380,6 +447,8 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
     agent = Agent(agent_command(config, options), env, sys.stdout if args.json else None)
     chat = Chat(agent, screen, asker, cwd)
     chat.mcp_servers = chat_servers(config, env)
+    if sys.stdin.isatty() and args.prompt is None and not args.demo:
+        chat.typed = sys.stdin  # (piped prompts stay prompts, one after the other)
     try:
         return _run(chat, args, Prompter(env))
     except (Quit, KeyboardInterrupt):  # (a Ctrl-C between two steps of the chat is a quit too)
@@ -437,7 +506,11 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
     armed = False  # a first Ctrl-C at the prompt: a second one quits
     while True:
         try:
-            text = prompter.read(screen.prompt("you> ", "bold"))
+            if chat.typed_ahead:  # (typed during a turn that was ending: sent as it was typed)
+                text = chat.typed_ahead.pop(0)
+                screen.line(f"you> {visible.line(text)}", "bold")
+            else:
+                text = prompter.read(screen.prompt("you> ", "bold"))
         except EOFError:
             screen.line("")
             return EXIT_OK

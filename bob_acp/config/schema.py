@@ -195,6 +195,9 @@ class Acp(Section):
                                       "list)", full=True)
     fork: bool = key(False, "session/fork (an unstable method editors offer as Fork Thread): a new session with the "
                      "conversation so far, its own id and file (needs sessions.enabled)", full=True)
+    steering: bool = key(False, "_session/steering (as codex-acp and claude-agent-acp have it): what the user adds "
+                         "while a turn runs joins it at its next model call; without it, a second prompt waits for "
+                         "the turn", full=True)
     clientTimeout: float = key(60, "seconds Bob waits for the editor to answer one of its requests (fs/*, "
                                "terminal/*; a command's own run has tools.bash.timeout); past it the tool call fails",
                                minimum=0.001, maximum=86400)

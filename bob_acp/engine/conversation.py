@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bob_acp.context import compress
+from bob_acp.engine.steering import Steering
 from bob_acp.files.workspace import Workspace
 from bob_acp.tools import BUILTIN
 from bob_acp.tools.base import ToolSet
@@ -38,6 +39,7 @@ class Conversation:
     unoffered: dict[str, str] = field(default_factory=dict)  # approval mode -> why this session cannot have it
     notices: list[str] = field(default_factory=list)  # what the user is told once the session is open
     checkpoints: Checkpoints | None = None  # its folders before and after each turn that changed them (/undo)
+    steering: Steering = field(default_factory=Steering)  # what the user adds to the running turn
 
     @property
     def cwd(self) -> str:

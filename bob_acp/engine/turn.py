@@ -230,6 +230,7 @@ class Engine:
         conv.messages.append(question)
         if conv.checkpoints is not None:
             conv.checkpoints.begin_turn()
+        conv.steering.open(cancel)
         try:
             stop = self._loop(conv, sink, cancel, stats)
         except Cancelled:
@@ -242,7 +243,10 @@ class Engine:
                 raise TurnFailed(str(exc), stats) from None
             stop = CANCELLED
         finally:
+            unread = conv.steering.close()
             self._settle(conv, question, cancel)
+            if unread and any(message is question for message in conv.messages):  # (said while the turn ended: kept, as the user's)
+                conv.messages += unread
             if conv.checkpoints is not None:
                 self._end_checkpoint(conv, sink)
             if conv.sandbox is not None:
@@ -272,15 +276,26 @@ class Engine:
         repeats = Repeats()
         compression = _CompressionTries()
         for _ in range(self.cfg.limits.maxModelCalls):
+            self._steered(conv, conv.steering.take())
             self._maybe_compress(conv, sink, cancel, compression)
             calls, truncated = self._generate(conv, sink, cancel)
             if truncated:
                 return MAX_TOKENS  # the partial reply is in the history; nothing of it runs
             if not calls:
+                if self._steered(conv, conv.steering.take_or_close()):
+                    continue  # (what the user added while the model answered is answered too)
                 return END_TURN
             for call in calls:
                 self._run_call(conv, call, sink, cancel, stats, repeats.see(call))
         return MAX_TURN_REQUESTS
+
+    def _steered(self, conv: Conversation, messages: list[dict[str, Any]]) -> bool:
+        """What the user added to the running turn joins the history, after every result of
+        the calls before it (a call is never cut)."""
+        conv.messages += messages
+        if messages and self.log is not None:
+            self.log.info(f"[acp] {len(messages)} message(s) the user added to the running turn read")
+        return bool(messages)
 
     def _generate(self, conv: Conversation, sink: Sink, cancel: Cancel) -> tuple[list[Call], bool]:
         threads.doing.note(turn="calling the model")
