@@ -92,6 +92,10 @@ class FrameValidator:
             method = frame["method"]
             table = REQUEST_TYPES if "id" in frame else NOTIFICATION_TYPES
             assert method in table, f"Bob sent an unexpected method {method!r}: {frame!r}"
+            if method == "elicitation/create":
+                asked = (advertised or {}).get("elicitation") or {}
+                assert isinstance(asked.get(frame["params"].get("mode")), dict), \
+                    f"an elicitation to a client that did not advertise its mode: {frame!r}"
             self.check(table[method], frame["params"])
             return
         assert "id" in frame, f"response without id: {frame!r}"

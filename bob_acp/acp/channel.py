@@ -22,7 +22,7 @@ class ClientCapabilities:
     """What the client's `initialize` offered (the parts Bob uses)."""
 
     __slots__ = ("terminal_output", "read_files", "write_files", "terminals", "retry_events", "notices",
-                 "compaction")
+                 "compaction", "forms", "boolean_options")
 
     def __init__(self, offered: dict[str, Any] | None = None):
         offered = offered or {}
@@ -37,6 +37,10 @@ class ClientCapabilities:
         self.read_files = fs.get("readTextFile") is True
         self.write_files = fs.get("writeTextFile") is True
         self.terminals = offered.get("terminal") is True
+        # Questions as forms the client shows (elicitation/create, `elicitation.form: {}`), and
+        # on/off session options (`session.configOptions.boolean: {}`): only to a client that has them.
+        self.forms = isinstance(mapping(offered.get("elicitation")).get("form"), dict)
+        self.boolean_options = isinstance(mapping(session.get("configOptions")).get("boolean"), dict)
         # A client that asked for them (`_meta.bob.retries`, as bob-acp chat does) is told of each
         # retry of a model call with a `_bob/retry` notification (an ACP extension notification).
         self.retry_events = mapping(meta.get("bob")).get("retries") is True

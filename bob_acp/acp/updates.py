@@ -9,8 +9,10 @@ from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.cancel import Cancel
+from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc.endpoint import PeerError, Sent, answer_of
-from bob_acp.jsontext import mapping
+from bob_acp.jsontext import clean, mapping
+from bob_acp.tools.base import Answer
 
 if TYPE_CHECKING:
     from bob_acp.engine.calls import Call
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 
 
 RAW_OUTPUT_LIMIT = p.MAX_TEXT
+MAX_ANSWER = 20000  # characters of a typed answer the model is given
 CANCEL_FOLLOWS = 0.5  # seconds a "cancelled" permission answer waits for the session/cancel behind it
 
 
@@ -66,6 +69,7 @@ class TurnSink:
         client = session.conv.client
         self.terminal = channel.capabilities.terminal_output and not (client is not None and client.can_run)
         self._compression_failure_told = False
+        self.ask_user = session.runtime.cfg.tools.askUser
 
     def send(self, update: dict[str, Any]) -> None:
         # While the client is not reading, the turn waits for room; a cancelled turn stops waiting.
@@ -150,6 +154,9 @@ class TurnSink:
         choice = chosen_option(outcome, {o["optionId"] for o in options})
         if choice == p.REJECT:
             call.reason = rejection_reason(outcome)
+            if not call.reason and self.ask_user and self.channel.capabilities.forms and not cancel.is_set() \
+                    and not outcome.cancelled() and not _cancelled_outcome(outcome):
+                call.reason = self._instead(call, cancel)
         if _cancelled_outcome(outcome):
             # A client answers "cancelled" once it has cancelled the turn (ACP): its session/cancel
             # is on the way (it goes through the dispatcher, the answer does not). A rejection
@@ -160,6 +167,78 @@ class TurnSink:
             why = failed.error if isinstance(failed, PeerError) else "no answer"
             self.log.info(f"[acp] session {self.sid}: permission for {call.ref} counted as rejected: {str(why)[:200]}")
         return choice
+
+    def ask(self, call: Call, question: str, options: list[str], cancel: Cancel) -> Answer:
+        """ask_user: a form the client shows, where it has them; else, with options, a choice
+        among them as a permission question (every client has those); else no way to ask."""
+        if self.channel.capabilities.forms:
+            field: dict[str, Any] = {"type": "string", "title": "Your answer"}
+            if options:
+                field["enum"] = options
+            outcome = self._form(call, question, {"answer": field}, ["answer"], cancel)
+            if isinstance(outcome, Answer):
+                return outcome
+            answer = outcome.get("answer")
+            if not isinstance(answer, str) or (options and answer not in options):
+                return Answer("error: the editor's form came back without an answer of the asked kind", True)
+            return Answer(f"The user answered: {clean(answer)[:MAX_ANSWER]}")
+        if options:
+            offered = [{"optionId": f"answer-{index}", "name": option, "kind": "allow_once"}
+                       for index, option in enumerate(options)]
+            offered.append({"optionId": "no-answer", "name": "Don't answer", "kind": "reject_once"})
+            params = {"sessionId": self.sid, "options": offered,
+                      "toolCall": p.tool_request(call.ref, question, "other", call.arguments, [])}
+            sent = self.channel.ask(p.REQUEST_PERMISSION, params, cancel)
+            self._cancelled(cancel)
+            chosen = chosen_option(sent, {o["optionId"] for o in offered})
+            if chosen.startswith("answer-"):
+                return Answer(f"The user answered: {options[int(chosen[7:])]}")
+            return Answer("The user did not answer (they dismissed the question).")
+        return Answer("error: this client cannot take a typed answer (it offers no form to fill in). Ask the question "
+                      "in your reply and end your turn, or call ask_user again with options to choose from.", True)
+
+    def _instead(self, call: Call, cancel: Cancel) -> str:
+        """After a rejection the client gave no reason with: what to do instead, asked in a form
+        (optional; "" when none is given)."""
+        field = {"type": "string", "title": "What should Bob do instead? (optional)"}
+        try:
+            outcome = self._form(call, f"You rejected {call.title}.", {"instead": field}, [], cancel)
+        except Cancelled:  # (the turn's cancel: the rejection stands, and the turn ends)
+            return ""
+        if isinstance(outcome, Answer):
+            return ""
+        instead = outcome.get("instead")
+        return " ".join(clean(instead).split())[:500] if isinstance(instead, str) else ""
+
+    def _form(self, call: Call, message: str, fields: dict[str, Any], required: list[str],
+              cancel: Cancel) -> dict[str, Any] | Answer:
+        """An elicitation/create form for `call`: the accepted content, or an Answer that says
+        why there is none (declined, dismissed, failed)."""
+        schema: dict[str, Any] = {"type": "object", "properties": fields}
+        if required:
+            schema["required"] = required
+        params = {"sessionId": self.sid, "toolCallId": call.ref, "mode": "form", "message": message,
+                  "requestedSchema": schema}
+        sent = self.channel.ask(p.ELICITATION_CREATE, params, cancel)
+        self._cancelled(cancel)
+        if sent.cancelled():
+            return Answer("error: the editor did not answer the question", True)
+        failed = sent.exception()
+        if failed is not None:
+            why = failed.error if isinstance(failed, PeerError) else failed
+            return Answer(f"error: the editor could not ask the question: {str(why)[:300]}", True)
+        result = mapping(answer_of(sent))
+        action = result.get("action")
+        if action == "accept":
+            return mapping(result.get("content"))
+        if action == "decline":
+            return Answer("The user declined to answer.")
+        return Answer("The user did not answer (they dismissed the question).")
+
+    @staticmethod
+    def _cancelled(cancel: Cancel) -> None:
+        if cancel.is_set():
+            raise Cancelled()
 
     def plan(self, entries: list[dict[str, Any]]) -> None:
         self.send({"sessionUpdate": "plan", "entries": entries})
@@ -204,8 +283,6 @@ def _cancelled_outcome(outcome: Sent) -> bool:
 def rejection_reason(outcome: Sent) -> str:
     """What the user said to do instead, with a rejection (`_meta.bob.reason` of the answer, as
     `bob-acp chat` sends it): one line, bounded; "" when none."""
-    from bob_acp.jsontext import clean
-
     result = mapping(answer_of(outcome))
     meta = mapping(result.get("_meta"))
     bob = mapping(meta.get("bob"))

@@ -141,6 +141,8 @@ class Chat:
             self._retry(event[1])
         elif kind == "question":
             return None, self._permission(event[1], event[2])
+        elif kind == "form":
+            return None, self._form(event[1], event[2])
         elif kind == "answer" and event[1] in self._steers:
             self._steered(event[1])
         elif kind == "answer" and event[1] is pending:
@@ -287,9 +289,55 @@ class Chat:
         answer.put(result)
         return False
 
+    def _form(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
+        """The agent's question (elicitation/create, a form): each field asked on the terminal,
+        a choice by its number; an empty first answer declines, Ctrl-C cancels the turn. True
+        when the person pressed Ctrl-C."""
+        self.screen.end_stream()
+        self.screen.clear_spinner()
+        schema = mapping(params.get("requestedSchema"))
+        fields = mapping(schema.get("properties"))
+        asked_for = schema.get("required")
+        required: list[Any] = asked_for if isinstance(asked_for, list) else []
+        if params.get("mode") != "form" or not fields or not self.asker.can_ask or self.asker.yes or self.asker.no:
+            why = "there is no terminal to ask on" if not self.asker.can_ask or self.asker.yes or self.asker.no \
+                else "it is not a form"
+            self.screen.line(f"  not answered ({why}): {visible.line(str(params.get('message', '')))}", "yellow")
+            answer.put({"action": "decline"})
+            return False
+        self.screen.line(f"? {visible.line(str(params.get('message', '')))}", "yellow")
+        content: dict[str, Any] = {}
+        for name, field in fields.items():
+            field = mapping(field)
+            title = visible.line(str(field.get("title") or name))
+            choices = [str(c) for c in field.get("enum") or [] if isinstance(c, str)]
+            for number, choice in enumerate(choices, 1):
+                self.screen.line(f"  {number}. {visible.line(choice)}")
+            hint = f" [1-{len(choices)}, or Enter not to answer]" if choices else ""
+            while True:
+                try:
+                    reply = self.asker.line(f"  {title}{hint}: ", interrupt=True)
+                except KeyboardInterrupt:  # as at a permission question: the turn is cancelled
+                    self.cancel()
+                    answer.put({"action": "cancel"})
+                    return True
+                if choices and reply.isdigit() and 1 <= int(reply) <= len(choices):
+                    reply = choices[int(reply) - 1]
+                if not choices or not reply or reply in choices:
+                    break
+            if reply:
+                content[name] = reply
+            elif name in required:
+                self.screen.line("  not answered", "dim")
+                answer.put({"action": "decline"})
+                return False
+        answer.put({"action": "accept", "content": content})
+        return False
+
     def start(self, load: str | None, resume: bool = False, latest: bool = False) -> None:
         # (`_meta.bob.retries`: Bob tells this client of each model-call retry, to show it)
-        init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {"_meta": {"bob": {"retries": True}}},
+        init = self.call("initialize", {"protocolVersion": 1, "clientCapabilities": {
+            "_meta": {"bob": {"retries": True}}, "elicitation": {"form": {}}},
                                         "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
         _result(init, "bob-acp did not start")
         params: dict[str, Any] = {"cwd": self.cwd, "mcpServers": self.mcp_servers}

@@ -81,7 +81,8 @@ class Agent:
         # Updates and retries in order with the answers (handled on the reader, before a later
         # answer settles): a prompt's last update is shown before its stop reason.
         self.endpoint = Endpoint(Writer(self._to_agent.fileno()),
-                                 {p.REQUEST_PERMISSION: Route(self._question, worker=True)},
+                                 {p.REQUEST_PERMISSION: Route(self._question, worker=True),
+                                  p.ELICITATION_CREATE: Route(self._form, worker=True)},
                                  {p.SESSION_UPDATE: lambda params: put(("update", params)),
                                   p.RETRY_EVENT: lambda params: put(("retry", params))},
                                  _Quiet(), in_order=frozenset({p.SESSION_UPDATE, p.RETRY_EVENT}))
@@ -99,6 +100,12 @@ class Agent:
         """A permission question: to the main thread, and its answer back (on a worker thread)."""
         answer: queue.Queue[Any] = queue.Queue(maxsize=1)
         self.events.put(("question", params, answer))
+        return answer.get()
+
+    def _form(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A question of the agent's (ask_user, "what instead?"): to the main thread, as a permission is."""
+        answer: queue.Queue[Any] = queue.Queue(maxsize=1)
+        self.events.put(("form", params, answer))
         return answer.get()
 
     def request(self, method: str, params: dict[str, Any]) -> Sent:

@@ -175,8 +175,9 @@ class Asker:
             self.tty_out.write("\n")
             return "cancelled", ""
 
-    def line(self, question: str) -> str:
-        """One answer typed on the terminal ("" without one)."""
+    def line(self, question: str, interrupt: bool = False) -> str:
+        """One answer typed on the terminal ("" without one; a Ctrl-C: "", or with `interrupt`,
+        KeyboardInterrupt)."""
         if self.tty_in is None:
             return ""
         self.tty_out.write(question)
@@ -185,6 +186,8 @@ class Asker:
             return self._read_line().strip()
         except KeyboardInterrupt:
             self.tty_out.write("\n")
+            if interrupt:
+                raise
             return ""
 
     def _width(self) -> int:

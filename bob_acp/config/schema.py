@@ -147,6 +147,9 @@ class Tools(Section):
                                  "file, its config folder (skills excepted), its state folder, the checkpoint store")
     limits: ToolLimits = section(ToolLimits, "what sandboxed commands may use (core dumps are always off)")
     plan: bool = key(False, "the update_plan tool: the model's plan as an ACP plan the editor shows", full=True)
+    askUser: bool = key(False, "the ask_user tool: the model asks the user a question (a form the editor shows, "
+                        "elicitation/create; else a choice among its options, or the chat's prompt); with it, a "
+                        "rejected call's \"what instead?\" is asked where the editor cannot say it", full=True)
     clientFs: bool = key(False, "read_file, write_file, edit_file through the editor (fs/read_text_file, "
                          "fs/write_text_file) when it offers them; the disk otherwise", full=True)
     clientTerminal: bool = key(False, "bash in the editor's terminal (terminal/create …) when it offers terminals; "

@@ -29,7 +29,7 @@ from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.sandbox import policy
 from bob_acp.tools import BUILTIN, FILE_TOOLS
-from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
+from bob_acp.tools.base import Answer, LiveOutput, ToolContext, ToolResult
 
 if TYPE_CHECKING:
     from bob_acp.config import Config
@@ -68,6 +68,7 @@ class Sink(Protocol):
     def retrying(self, attempt: int, delay: float, why: str) -> None: ...
     def tool_pending(self, call: Call) -> None: ...
     def permission(self, call: Call, cancel: Cancel) -> str: ...  # allow | allow_always | reject
+    def ask(self, call: Call, question: str, options: list[str], cancel: Cancel) -> Answer: ...  # (ask_user)
     def tool_running(self, call: Call) -> None: ...
     def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
     def tool_terminal(self, call: Call) -> None: ...  # its output is in the editor's terminal call.terminal
@@ -402,6 +403,7 @@ class Engine:
             sink.tool_terminal(call)
 
         ctx.show_terminal = show_terminal
+        ctx.ask = lambda question, options: sink.ask(call, question, options, cancel)
         try:
             window = self._open_window(conv, call, sink, cancel)  # (a cancel during its look ends the call too)
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bob_acp.tools.ask import AskUserTool
 from bob_acp.tools.base import Tool, ToolSet
 from bob_acp.tools.bash import BashTool, SandboxedBashTool, kill_all  # noqa: F401  (kill_all: shutdown)
 from bob_acp.tools.files import EditFileTool, ReadFileTool, WriteFileTool
@@ -19,15 +20,19 @@ FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})  # what permiss
 
 
 def for_config(cfg: Config) -> ToolSet:
-    """The built-in tools as this config offers them (the plan tool with tools.plan)."""
+    """The built-in tools as this config offers them (the plan tool with tools.plan, ask_user
+    with tools.askUser)."""
     chosen = SANDBOXED if cfg.tools.sandbox != "off" else BUILTIN
-    return chosen.plus([PLAN]) if cfg.tools.plan else chosen
+    more = [tool for tool, on in ((PLAN, cfg.tools.plan), (ASK_USER, cfg.tools.askUser)) if on]
+    return chosen.plus(more) if more else chosen
 
 
 PLAN = PlanTool()
+ASK_USER = AskUserTool()
+OPTIONAL = {PLAN.name: PLAN, ASK_USER.name: ASK_USER}
 # Every name a built-in tool has (an MCP tool is never given one of them).
-BUILTIN_NAMES: tuple[str, ...] = (*BUILTIN.names(), PLAN.name)
+BUILTIN_NAMES: tuple[str, ...] = (*BUILTIN.names(), *OPTIONAL)
 
 
 def get(name: str) -> Tool | None:
-    return BUILTIN.get(name) or (PLAN if name == PLAN.name else None)
+    return BUILTIN.get(name) or OPTIONAL.get(name)

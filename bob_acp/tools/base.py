@@ -11,7 +11,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 from bob_acp import threads
 from bob_acp.cancel import Cancel
@@ -48,6 +48,13 @@ class Location:
     line: int | None = None
 
 
+class Answer(NamedTuple):
+    """What a question to the user came back with, in words for the model."""
+
+    text: str
+    failed: bool = False  # no answer could be had (no way to ask here, or the client failed)
+
+
 @dataclass
 class ToolContext:
     workspace: Workspace  # the session's folders (commands run in its cwd)
@@ -61,6 +68,7 @@ class ToolContext:
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
     confine: bool = False  # the call runs unasked because it stays in the project: its writes never leave it
     editor_texts: dict[str, Any] = field(default_factory=dict)  # path -> what the editor gave for it (one read a call)
+    ask: Callable[[str, list[str]], Answer] | None = None  # the user asked a question (ask_user), where a client can
 
     @property
     def cwd(self) -> str:
