@@ -17,8 +17,6 @@ import os
 import sys
 from typing import Any
 
-from bob_acp.jsontext import mapping
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
 
@@ -71,6 +69,7 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, env: dict[str, Any], global_config: str | None) -> int:
     from bob_acp import config as config_module
     from bob_acp import exceptions
+    from bob_acp.config import written
 
     path = os.path.abspath(os.path.expanduser(args.config or global_config or env.get("BOB_CONFIG")
                                               or config_module.default_path(env)))
@@ -100,8 +99,14 @@ def run(args: argparse.Namespace, env: dict[str, Any], global_config: str | None
     if key is not None:
         key_file = os.path.abspath(os.path.expanduser(args.key_file or os.path.join(os.path.dirname(path),
                                                                                    f"{kind}.key")))
-        write_key(key_file, key)
-    write_config(path, {"provider": provider, "name": model, "baseUrl": base_url, "apiKeyFile": key_file})
+        written.write_key(key_file, key, env)
+    try:
+        told = written.write_model(path, {"provider": provider, "name": model, "baseUrl": base_url,
+                                          "apiKeyFile": key_file})
+    except written.Unwritable as exc:
+        raise SetupError(str(exc)) from None
+    if told:
+        print(told)
     print(f"wrote {path}" + (f" (the key in {key_file}, readable by you alone)" if key_file else ""))
     try:
         cfg = config_module.load(path, env={k: v for k, v in env.items() if not k.startswith("BOB_")})
@@ -203,74 +208,6 @@ def _read_key(args: argparse.Namespace, ask: "Questions", official: bool) -> str
     prompt = "The API key" + ("" if official else " (Enter for none: local servers need none)")
     key = getpass.getpass(prompt + ": ").strip()
     return key or None
-
-
-def write_key(path: str, key: str) -> None:
-    """The key alone in a file only its owner can read, written whole: a temp file of an
-    unpredictable name made new in the key's own folder (O_EXCL | O_NOFOLLOW: never through a
-    link someone put there), then renamed over the key file (a link there is replaced, not
-    followed)."""
-    import secrets
-
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    temp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, key.encode("utf-8") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-
-
-def write_config(path: str, model: dict[str, Any]) -> None:
-    """The config file with its `model:` section set to `model` (None values left out); every
-    other key of an existing file kept."""
-    import yaml
-
-    from bob_acp.files.atomic import atomic_write
-
-    data: dict[str, Any] = {}
-    if os.path.exists(path):
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-            loaded = yaml.safe_load(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise SetupError(f"cannot read {path} to update it: {exc}") from None
-        if isinstance(loaded, dict):
-            data = loaded
-        if _has_comments(text):  # (a YAML writer keeps values, not comments: said, and the file kept)
-            atomic_write(path + ".bak", text.encode("utf-8"))
-            print(f"{path} has comments, which rewriting it drops: the file as it was is kept in {path}.bak")
-    section = mapping(data.get("model"))
-    for name in ("provider", "name", "baseUrl", "apiKeyFile", "apiKeyEnv"):
-        section.pop(name, None)
-    section.update({k: v for k, v in model.items() if v is not None})
-    data["model"] = section
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode("utf-8"))
-
-
-def _has_comments(text: str) -> bool:
-    """Whether a YAML text holds a comment (a `#` at a line's start or after a space, outside
-    quotes as far as one line shows)."""
-    import re
-
-    for line in text.splitlines():
-        unquoted = re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "", line)
-        if unquoted.lstrip().startswith("#") or " #" in unquoted or "\t#" in unquoted:
-            return True
-    return False
 
 
 class Questions:

@@ -117,6 +117,13 @@ class Reader:
             pending.wait(READ_WAIT)
         return self.current
 
+    def read_now(self) -> None:
+        """Read the configuration again now, whether or not its file changed (a key file it
+        names was removed), on this thread."""
+        with self._lock:
+            self._tried = file_signature(self.path)
+        self._reread(threading.Event())
+
     def _reread(self, done: threading.Event) -> None:
         try:
             before = self.current

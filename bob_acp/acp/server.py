@@ -70,6 +70,8 @@ def agent_capabilities(cfg: Config) -> dict[str, Any]:
         agent.setdefault("sessionCapabilities", {})["fork"] = {}  # (unstable: the draft schema's)
     if cfg.acp.additionalDirectories:
         agent.setdefault("sessionCapabilities", {})["additionalDirectories"] = {}
+    if cfg.acp.auth:  # (signed in means a usable model: logout forgets the key bob-acp setup stored)
+        agent["auth"] = {"logout": {}}
     return agent
 
 
@@ -159,6 +161,7 @@ class AgentServer:
         table = {
             p.INITIALIZE: Route(self.initialize),
             p.AUTHENTICATE: Route(self.authenticate, check=initialized),
+            **({p.LOGOUT: Route(self.logout, worker=True, check=initialized)} if self.cfg.acp.auth else {}),
             p.SESSION_NEW: Route(self.new_session, worker=slow),
             p.SESSION_PROMPT: Route(turns("prompt"), worker=True, prepare=turns("prepare"), cancel=self.cancel_request,
                                     abandon=turns("abandon")),
@@ -267,6 +270,26 @@ class AgentServer:
             raise RpcError.invalid_params(f"methodId: unknown authentication method {method_id[:100]!r}")
         self.require_ready()  # (the configuration as it is now: set up in a terminal meanwhile)
         return {}
+
+    def logout(self, _params: dict[str, Any]) -> dict[str, Any]:
+        """logout (acp.auth): the key `bob-acp setup` stored for the configured model is
+        forgotten, so that Bob asks for sign-in again (new sessions and prompts: -32000); a key
+        file of the user's own, or one in the environment, is left, and the answer says which
+        (`_meta.bob`), as does the log."""
+        from bob_acp.config import written
+
+        runtime = self.fresh()
+        try:
+            forgotten, kept = written.forget(runtime.cfg, self.reader.env)
+        except OSError as exc:
+            raise RpcError.internal_error(f"logout: the stored key could not be forgotten: {exc}") from None
+        self.reader.read_now()  # (before the answer: what comes after it asks for sign-in)
+        signed_in = self.reader.current.usable
+        self.log.info("[acp] logout: forgot {forgotten}; kept {kept}; {state}",
+                      forgotten="; ".join(forgotten) or "nothing (no key bob-acp setup stored is in use)",
+                      kept="; ".join(kept) or "nothing",
+                      state="still signed in (a model is usable)" if signed_in else "sign-in is asked again")
+        return {"_meta": {"bob": {"forgotten": forgotten, "kept": kept, "signedIn": signed_in}}}
 
     def require_initialized(self) -> None:
         if not self.initialized:
