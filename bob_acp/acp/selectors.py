@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING, Any
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.acp.table import SessionTable
+from bob_acp.acp.updates import say_news
 from bob_acp.config import Config
+from bob_acp.files.workspace import too_broad
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.providers.models import ModelSet
+from bob_acp.sandbox import policy
 
 if TYPE_CHECKING:
     from bob_acp.log import Logger
@@ -25,6 +28,7 @@ MODES = (
     ("allow-all", "Allow all", "Run every tool call without asking"),
 )
 LEVEL_NAMES = {"default": "As configured", "off": "Off", "low": "Low", "medium": "Medium", "high": "High"}
+NETWORK = "sandboxNetwork"  # the on/off option of the sandbox's network
 RANK = {"ask": 0, "sandboxed": 1, "allow-edits": 1, "allow-all": 2}  # how much less a mode asks
 
 
@@ -78,7 +82,16 @@ class Handlers:
              "currentValue": conv.mode,
              "options": [{"value": mode, "name": name, "description": text}
                          for mode, name, text in self.modes(session)]},
-        ] + (reasoning if levels else [])
+        ] + (reasoning if levels else []) + self._switches(session)
+
+    def _switches(self, session: Session) -> list[dict[str, Any]]:
+        """On/off options, to a client that shows them (`session.configOptions.boolean`): the
+        sandbox's network for the session's commands, where it has a sandbox."""
+        if not self.channel.capabilities.boolean_options or session.conv.sandbox is None:
+            return []
+        return [{"id": NETWORK, "name": "Sandbox network", "type": "boolean",
+                 "currentValue": session.conv.sandbox.network,
+                 "description": "Commands in the sandbox can reach the network (from the next command)"}]
 
     def state(self, session: Session) -> dict[str, Any]:
         return {"configOptions": self.options(session), "modes": modes_state(session.conv.mode, self.modes(session))}
@@ -92,6 +105,8 @@ class Handlers:
             session.conv.model = self._chosen(session, choices["model"])
         if choices.get("reasoning") in self.levels(session):
             session.conv.reasoning = None if choices["reasoning"] == "default" else choices["reasoning"]
+        if choices.get("network") == "off" and session.conv.sandbox is not None:  # (never "on": a file can come
+            session.conv.sandbox.set_network(False)                               # with a cloned repository)
         saved = choices.get("mode")
         if not isinstance(saved, str) or saved not in {mode for mode, _, _ in self.modes(session)}:
             return None
@@ -120,9 +135,11 @@ class Handlers:
             if chosen != session.conv.reasoning:
                 session.conv.reasoning = chosen
                 self._changed(session, mode=False)
+        elif config_id == NETWORK and self._switches(session):
+            self._set_network(session, params)
         else:
-            raise RpcError.invalid_params(f"configId: unknown option {str(config_id)[:100]!r} "
-                                          f"(model, mode{', reasoning' if self.levels(session) else ''})")
+            known = ", ".join(o["id"] for o in self.options(session))
+            raise RpcError.invalid_params(f"configId: unknown option {str(config_id)[:100]!r} ({known})")
         return {"configOptions": self.options(session)}
 
     def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +171,25 @@ class Handlers:
         if value != session.conv.mode:
             session.conv.mode = value
             self._changed(session, mode=True)
+
+    def _set_network(self, session: Session, params: dict[str, Any]) -> None:
+        value = params.get("value")
+        if params.get("type") != "boolean" or not isinstance(value, bool):
+            raise RpcError.invalid_params(f"value: {NETWORK} is on or off: {{\"type\": \"boolean\", \"value\": true}}")
+        conv = session.conv
+        assert conv.sandbox is not None
+        said = conv.sandbox.set_network(value)
+        if not said:
+            return
+        conv.unoffered = policy.unoffered_modes(conv.sandbox, too_broad(conv.workspace))
+        mode_changed = conv.mode in conv.unoffered
+        if mode_changed:  # (the sandbox no longer holds what `sandboxed` promises here)
+            said += f"; the approval mode is ask: {conv.unoffered[conv.mode]}"
+            conv.mode = "ask"
+        self.log.info(f"[acp] session {session.id}: the sandbox's network {said}")
+        session.news.add((f"The sandbox's network is {said}.", None, "info"))
+        say_news(self.channel, session)
+        self._changed(session, mode=mode_changed)
 
     def _changed(self, session: Session, mode: bool) -> None:
         self.log.info(f"[acp] session {session.id}: model {self._models(session).pick(session.conv.model).value}, "

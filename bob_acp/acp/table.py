@@ -147,6 +147,8 @@ class SessionTable:
             return
         conv = session.conv
         choices = {"model": conv.model, "mode": conv.mode, "reasoning": conv.reasoning} if self.cfg.acp.configOptions else {}
+        if choices and conv.sandbox is not None and conv.sandbox.network != session.runtime.cfg.tools.sandboxNetwork:
+            choices["network"] = "on" if conv.sandbox.network else "off"  # (the session's own switch)
         # A copy: a save from the dispatcher (a mode change) can come while the turn appends.
         messages = list(conv.messages if messages is None else messages)
         if sid is None:  # (the title stays what the first turn gave: a compaction or /undo does not rename)

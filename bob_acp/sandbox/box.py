@@ -15,8 +15,22 @@ import threading
 from bob_acp import threads
 from bob_acp.sandbox.cgroup import Cgroup
 from bob_acp.sandbox.children import PYTHON_FLAGS
-from bob_acp.sandbox.kernel import LAUNCHER, PROBE_TIMEOUT, abi, coverage, limits_of, machine
-from bob_acp.sandbox.names import PLANTED_NAMES, PROTECTED_NAMES, gitdir, nested_repositories, secrets_of
+from bob_acp.sandbox.kernel import (
+    LAUNCHER,
+    PROBE_TIMEOUT,
+    Coverage,
+    abi,
+    coverage,
+    limits_of,
+    machine,
+)
+from bob_acp.sandbox.names import (
+    PLANTED_NAMES,
+    PROTECTED_NAMES,
+    gitdir,
+    nested_repositories,
+    secrets_of,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,6 +108,33 @@ class Sandbox:
         return ("[not run: the sandbox (tools.sandbox: workspace) cannot be had here: "
                 f"{self.partial() or 'this kernel has no Landlock'}. With tools.sandbox: best-effort, commands run "
                 "with what the kernel offers; or run the command with \"unconfined\": true, which asks the user]")
+
+    def set_network(self, on: bool) -> str:
+        """The session's choice of network for its commands, from the next one (its own, on an
+        editor's switch); what is said of it. Off: a command joining a sandbox made with the
+        network gets a network namespace of its own. On: a sandbox made without it ends (idle)
+        or, while a job of it runs, stays for the job, and the network comes with the next one."""
+        with self._lock:
+            if on == self.network:
+                return ""
+            self.network = on
+            self.machine = machine(on)
+            self.coverage = Coverage(self.machine, on, self.processes, self.memory)
+            kept = on and self._host_pid is not None and self._host_alive() and self.jobs_running()
+            closed = on and not kept and self._host_pid is not None
+            last = self.last_look
+            if closed:
+                self._close_host()
+        if closed:  # (nothing of it runs any more: the look at what it planted is final)
+            said = self._final_look(last)
+            if said and self.on_planted is not None:
+                self.on_planted(said)
+        if not on:
+            return "off for this session's commands, from the next one"
+        if kept:
+            return ("on for this session's commands once the job still running in the sandbox has ended: until "
+                    "then, commands join it, without the network")
+        return "on for this session's commands, from the next one"
 
     # ---- running a command in it --------------------------------------------------------------------
 

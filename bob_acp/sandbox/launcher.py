@@ -286,6 +286,15 @@ def run(options: Options, program: list[str]) -> int:
         if options["cgroup"]:
             join_cgroup(options["cgroup"])  # (before the fork: the program is counted with the rest)
         flags, mounted = enter_and_cover(options)
+        if not options["network"] and not flags & confine.CLONE_NEWNET:
+            # A sandbox made with the network, for a command of a session that has turned it off
+            # since: a network namespace of its own, with a loopback alone (else Landlock's TCP denial).
+            if confine.libc.unshare(confine.CLONE_NEWNET) == 0:
+                flags |= confine.CLONE_NEWNET
+                try:
+                    confine.loopback_up()
+                except OSError:
+                    pass
         deny_tcp = deny_tcp and not flags & confine.CLONE_NEWNET
         folders += [d for d in ("/tmp", f"/run/user/{os.geteuid()}", *confine.PRIVATE_DIRS) if d in mounted]
         return run_inside(options, program, folders, deny_tcp)
