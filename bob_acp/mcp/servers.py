@@ -13,7 +13,9 @@ from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import mapping
-from bob_acp.mcp.connection import Connection, HttpConnection, McpError, StdioConnection
+from bob_acp.mcp.connection import Connection, McpError
+from bob_acp.mcp.http import HttpConnection
+from bob_acp.mcp.stdio import StdioConnection
 from bob_acp.tools import BUILTIN_NAMES
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
 
