@@ -3,6 +3,8 @@
 
     python mcp_server.py [--record FILE] [--slow-start S] [--garbage] [--no-answer]
     python mcp_server.py --http PORT_FILE [--sse] [--record FILE]
+    python mcp_server.py --legacy-sse PORT_FILE [--record FILE] [--foreign-endpoint URL] [--refuse METHOD]
+                         [--no-endpoint]
 
 Tools: echo (read-only), add, slow (sleeps until cancelled), fail (isError), image, grow (adds a
 tool and says so with notifications/tools/list_changed), crash (the server exits), spawn (starts
@@ -239,6 +241,95 @@ def serve_http(args) -> None:
     httpd.serve_forever()
 
 
+def serve_legacy_sse(args) -> None:
+    """MCP 2024-11-05's HTTP+SSE: GET /sse holds an event stream whose first event (`endpoint`)
+    names /messages?session=N; each message POSTed there is accepted (202) and answered on the
+    stream. --foreign-endpoint names another host instead; --refuse METHOD answers its POSTs 500;
+    --no-endpoint never names one."""
+    import queue
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    streams: dict[str, queue.Queue] = {}
+    state = {"next": 0}
+    local = threading.local()
+
+    def record(entry: dict) -> None:
+        if args.record:
+            with open(args.record, "a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # (the stream's end is the connection's)
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            record({"get": self.path, "headers": dict(self.headers)})
+            if not self.path.startswith("/sse"):
+                return self.reply(404, b"")
+            state["next"] += 1
+            sid = str(state["next"])
+            events: queue.Queue = queue.Queue()
+            streams[sid] = events
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            try:
+                if not args.no_endpoint:
+                    endpoint = args.foreign_endpoint or f"/messages?session={sid}"
+                    self.wfile.write(f": hello\n\nevent: endpoint\ndata: {endpoint}\n\n".encode())
+                    self.wfile.flush()
+                while True:
+                    try:
+                        message = events.get(timeout=0.2)
+                    except queue.Empty:  # a keep-alive, as servers send: a client gone is seen here
+                        self.wfile.write(b": ping\n\n")
+                        self.wfile.flush()
+                        continue
+                    self.wfile.write(b"event: message\ndata: " + json.dumps(message).encode() + b"\n\n")
+                    self.wfile.flush()
+            except OSError:
+                pass
+            finally:
+                streams.pop(sid, None)
+                record({"stream_ended": sid})
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            message = json.loads(body)
+            record({"post": self.path, "headers": dict(self.headers), **message})
+            sid = parse_qs(urlsplit(self.path).query).get("session", [""])[0]
+            events = streams.get(sid)
+            if events is None:
+                return self.reply(404, b"no such session")
+            if args.refuse and message.get("method") == args.refuse:
+                return self.reply(500, b"refused")
+            self.reply(202, b"Accepted")
+            local.events = events
+            answer = server.handle(message)
+            if answer is not None:
+                events.put(answer)
+
+        def reply(self, status, body):
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            self.wfile.flush()
+
+    server = Server(lambda message: local.events.put(message), None)
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    with open(args.legacy_sse + ".tmp", "w") as handle:
+        handle.write(str(httpd.server_address[1]))
+    os.replace(args.legacy_sse + ".tmp", args.legacy_sse)
+    httpd.serve_forever()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record")
@@ -250,8 +341,14 @@ def main() -> None:
     parser.add_argument("--marker", default="")  # only so tests can find this process in /proc
     parser.add_argument("--noisy", type=int, default=0)  # lines written to stderr at start
     parser.add_argument("--huge", type=int, default=8)  # MiB of the /huge path's tools/call answer
+    parser.add_argument("--legacy-sse")
+    parser.add_argument("--foreign-endpoint")
+    parser.add_argument("--refuse")
+    parser.add_argument("--no-endpoint", action="store_true")
     args = parser.parse_args()
-    if args.http:
+    if args.legacy_sse:
+        serve_legacy_sse(args)
+    elif args.http:
         serve_http(args)
     else:
         serve_stdio(args)

@@ -51,9 +51,9 @@ def wait_present_quietly(mark, seconds=0.5):
         return False
 
 
-def test_http_is_advertised_only_with_mcp_enabled(spawn_bob):
+def test_http_and_sse_are_advertised_only_with_mcp_enabled(spawn_bob):
     bob = spawn_bob({"mcp": {"enabled": True}})
-    assert bob.initialize()["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": False}
+    assert bob.initialize()["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
 
 
 def test_the_servers_tools_reach_the_model_and_run_behind_the_permission_gate(spawn_bob, server, workdir):
@@ -230,3 +230,91 @@ def test_an_http_server_answering_json_or_events(mcp_bob, tmp_path, sse):
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+# ---- the older HTTP+SSE transport (type: sse) ----------------------------------------------------------
+
+@pytest.fixture
+def legacy_sse(tmp_path):
+    """A server of MCP 2024-11-05's HTTP+SSE transport; its URL and what it received."""
+    started = []
+
+    def start(*options):
+        port_file = tmp_path / f"sse-port-{len(started)}"
+        record = tmp_path / f"sse-record-{len(started)}.jsonl"
+        proc = subprocess.Popen([sys.executable, SERVER, "--legacy-sse", str(port_file), "--record", str(record),
+                                 *options])
+        started.append(proc)
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+        received = lambda: [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+        return f"http://127.0.0.1:{port_file.read_text()}/sse", received
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(10)
+
+
+def sse(url, name="old"):
+    return {"type": "sse", "name": name, "url": url, "headers": [{"name": "X-Key", "value": "k-123"}]}
+
+
+def completed(frames):
+    return [(u["status"], u["rawOutput"]["output"]) for u in updates(frames, "tool_call_update")
+            if u.get("status") in ("completed", "failed")]
+
+
+def test_an_sse_server_s_tools_run_with_its_headers_on_every_request(mcp_bob, legacy_sse):
+    url, received = legacy_sse()
+    bob, sid = mcp_bob(calls(("mcp__old__echo", {"message": "over sse"}), ("mcp__old__add", {"a": 2, "b": 3})),
+                       [sse(url)], permissions={"mode": "allow-all"})
+    _, frames = bob.prompt(sid, "go")
+    assert completed(frames) == [("completed", "echo: over sse"), ("completed", "5")]
+    assert bob.close() == 0
+    seen = received()
+    assert [r["method"] for r in seen if "post" in r][:4] == ["initialize", "notifications/initialized", "tools/list",
+                                                             "tools/list"]
+    assert all(r["headers"].get("X-Key") == "k-123" for r in seen if "post" in r or "get" in r)
+    assert seen[0]["headers"]["Accept"] == "text/event-stream"
+    wait_until(lambda: any("stream_ended" in r for r in received()))  # Bob's end closed the stream
+
+
+def wait_until(condition, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.05)
+
+
+def test_an_sse_server_naming_another_host_is_refused_and_nothing_is_posted_there(mcp_bob, legacy_sse):
+    url, received = legacy_sse("--foreign-endpoint", "http://127.0.0.2:9/steal")
+    bob, sid = mcp_bob(calls(("mcp__old__echo", {"message": "x"})), [sse(url)])
+    assert "named its message endpoint on another host (http://127.0.0.2:9/steal)" in bob.stderr()
+    assert [r for r in received() if "post" in r] == []
+    _, frames = bob.prompt(sid, "go")
+    assert completed(frames)[0][0] == "failed"  # (no such tool in the session)
+
+
+def test_an_sse_server_that_refuses_a_call_says_so_in_the_http_words(mcp_bob, legacy_sse):
+    url, _ = legacy_sse("--refuse", "tools/call")
+    bob, sid = mcp_bob(calls(("mcp__old__echo", {"message": "x"})), [sse(url)], permissions={"mode": "allow-all"})
+    _, frames = bob.prompt(sid, "go")
+    status, output = completed(frames)[0]
+    assert status == "failed" and "tools/call: HTTP 500" in output
+
+
+def test_an_sse_server_that_never_names_its_endpoint_fails_within_mcp_timeout(mcp_bob, legacy_sse):
+    url, _ = legacy_sse("--no-endpoint")
+    bob, _ = mcp_bob([{"replies": [{"text": "x"}]}], [sse(url)], mcp={"timeout": 1})
+    wait_until(lambda: "MCP server 'old'" in bob.stderr())
+    assert "no endpoint event within 1 s (mcp.timeout)" in bob.stderr() or \
+        "MCP server 'old' did not answer within 1 s" in bob.stderr()
+
+
+def test_an_sse_event_past_the_bound_ends_the_stream_in_the_http_words(mcp_bob, legacy_sse):
+    url, _ = legacy_sse()
+    bob, sid = mcp_bob(calls(("mcp__old__big", {"size": 5 << 20})), [sse(url)], permissions={"mode": "allow-all"})
+    _, frames = bob.prompt(sid, "go")
+    status, output = completed(frames)[0]
+    assert status == "failed" and "tools/call: the answer exceeds 4 MiB: not read further" in output

@@ -62,7 +62,7 @@ def agent_capabilities(cfg: Config) -> dict[str, Any]:
         "loadSession": bool(cfg.sessions.enabled),
         "promptCapabilities": {"image": bool(cfg.acp.images), "audio": False,
                                "embeddedContext": bool(cfg.acp.embeddedContext)},
-        "mcpCapabilities": {"http": bool(cfg.mcp.enabled), "sse": False},
+        "mcpCapabilities": {"http": bool(cfg.mcp.enabled), "sse": bool(cfg.mcp.enabled)},
     }
     if cfg.acp.sessionHistory:
         agent["sessionCapabilities"] = {"list": {}, "resume": {}, "close": {}, "delete": {}}

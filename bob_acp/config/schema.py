@@ -221,7 +221,7 @@ class Mcp(Section):
 
 class Chat(Section):
     mcpServers: list[dict[str, Any]] = key([], "MCP servers bob-acp chat gives its sessions, in ACP's shape "
-                                           "({name, command, args, env} or {type: http, name, url, headers}; needs "
+                                           "({name, command, args, env}, or {type: http or sse, name, url, headers}; needs "
                                            "mcp.enabled)")
 
 

@@ -28,6 +28,10 @@ class McpError(Exception):
     """One line saying what went wrong with a server."""
 
 
+class ServerGone(McpError):
+    """The server's end of the connection closed while a request waited."""
+
+
 class Connection:
     name = ""
     on_notification: Callable[[str, dict[str, Any]], None] = staticmethod(lambda method, params: None)
@@ -96,7 +100,7 @@ def settle(sent: Sent, what: str, timed_out: threading.Event, cancel: Cancel | N
     if problem is not None:
         raise problem
     if sent.cancelled():
-        raise McpError(f"{what}: the server went away")
+        raise ServerGone(f"{what}: the server went away")
     try:
         return result_of(what, sent.result())
     except PeerError as exc:

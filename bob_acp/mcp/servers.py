@@ -15,6 +15,7 @@ from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import mapping
 from bob_acp.mcp.connection import Connection, McpError
 from bob_acp.mcp.http import HttpConnection
+from bob_acp.mcp.sse import SseConnection
 from bob_acp.mcp.stdio import StdioConnection
 from bob_acp.tools import BUILTIN_NAMES
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
@@ -270,7 +271,7 @@ def start_servers(specs: list[Any], cwd: str, cfg: Config, env: dict[str, Any] |
     def connect(index: int, spec: object) -> None:
         name = names[index]
         try:
-            connection = _connection(spec, name, cwd, base_env, log)
+            connection = _connection(spec, name, cwd, base_env, log, float(cfg.mcp.timeout))
             server = McpServer(name, connection, cfg, log)
             servers_made[index] = server
             server.start()
@@ -320,17 +321,17 @@ def _name_of(spec: object, index: int) -> str:
     return jsontext.clean(name)[:64] if isinstance(name, str) and name else f"server{index + 1}"
 
 
-def _connection(spec: object, name: str, cwd: str, env: dict[str, Any], log: Logger) -> Connection:
+def _connection(spec: object, name: str, cwd: str, env: dict[str, Any], log: Logger, timeout: float) -> Connection:
     if not isinstance(spec, dict):
         raise McpError("is not an object")
     kind = spec.get("type", "stdio")
-    if kind == "http":
+    if kind in ("http", "sse"):
         url = spec.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise McpError("needs an http(s) url")
+        if kind == "sse":  # (its handshake, the endpoint event, within mcp.timeout)
+            return SseConnection(name, url, _pairs(spec.get("headers")), log, timeout)
         return HttpConnection(name, url, _pairs(spec.get("headers")), log)
-    if kind == "sse":
-        raise McpError("uses the SSE transport, which Bob does not speak (mcpCapabilities.sse is false)")
     command = spec.get("command")
     if not isinstance(command, str) or not command:
         raise McpError("needs a command")

@@ -77,11 +77,13 @@ def post(session: requests.Session, url: str, cancel: Cancel, on_abandon: Callab
     return state["response"]
 
 
-def arriving_lines(raw: BaseHTTPResponse, limit: int, too_long: Callable[[int], Exception]) -> Iterator[bytes]:
+def arriving_lines(raw: BaseHTTPResponse, limit: int, too_long: Callable[[int], Exception],
+                   per_line: bool = False) -> Iterator[bytes]:
     """Lines as soon as they arrive (requests' iter_lines waits for whole reads; a stream of
     model tokens must not). urllib3 2's read1 returns what is there, chunked or not. CR, LF and
     CRLF all end a line, as SSE says. Line ends are looked for only in the bytes just read, so a
-    body without one costs linear time. Past `limit` bytes in all, `too_long(limit)` is raised."""
+    body without one costs linear time. Past `limit` bytes in all (`per_line`: in one line, for
+    a stream that lasts), `too_long(limit)` is raised."""
     read = raw.read1 if hasattr(raw, "read1") else (lambda _size: raw.read(1))
     pending: list[bytes] = []  # the start of a line not ended yet
     total = 0
@@ -107,6 +109,8 @@ def arriving_lines(raw: BaseHTTPResponse, limit: int, too_long: Callable[[int], 
             pending = []
         if lines[-1]:
             pending.append(lines[-1])
+        if per_line:
+            total = len(lines[-1])
         yield from lines[:-1]
     if pending:
         yield b"".join(pending)
@@ -148,6 +152,17 @@ def shutdown(response: object) -> None:
     if sock is not None:
         try:
             sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def no_read_timeout(response: object) -> None:
+    """From now on, reads of this answer wait as long as it takes (a stream that lasts, whose
+    headers came within the request's read timeout)."""
+    sock = _socket_of(response)
+    if sock is not None:
+        try:
+            sock.settimeout(None)
         except OSError:
             pass
 

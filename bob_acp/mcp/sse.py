@@ -1,0 +1,238 @@
+"""An MCP server over HTTP with server-sent events (MCP 2024-11-05's transport, which editors
+still hand over: `{type: sse, url, headers}`): a GET event stream the server speaks on, whose
+first event (`endpoint`) names where each message is POSTed.
+
+The frames go through Bob's own JSON-RPC endpoint, as a stdio server's do: each message of the
+stream is given to it as a line of a pipe, and each line it writes to another pipe is POSTed.
+Threads only: one reads the stream, one serves the endpoint, one posts. A POST the server
+refuses answers its request with the words the streamable HTTP transport uses (`HTTP 500`);
+a message endpoint on another host than the stream's is refused (the headers, keys among them,
+would go there); each event is bounded as one HTTP answer is."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+from bob_acp import jsontext, threads
+from bob_acp.jsonrpc.streams import Writer
+from bob_acp.mcp.connection import MAX_ANSWER, EndpointConnection, McpError, ServerGone, closed, opened, too_long
+from bob_acp.providers import httpio
+
+if TYPE_CHECKING:
+    import requests
+
+    from bob_acp.cancel import Cancel
+    from bob_acp.log import Logger
+
+POST_TIMEOUT = (10, 30)  # seconds to connect, and for the server to accept a message
+
+
+class SseConnection(EndpointConnection):
+    def __init__(self, name: str, url: str, headers: dict[str, str], log: Logger, timeout: float):
+        self.name = name
+        self.url = url
+        self._log = log
+        self._http = httpio.new_session()
+        self._headers = dict(headers)
+        self._hidden = httpio.url_secrets(url)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._response: requests.Response | None = None
+        self._post_url: str | None = None
+        self._problem: str | None = None  # why the stream ended, or never began
+        self._ready = threading.Event()  # the endpoint is known, or the stream has ended
+        incoming, self._into = os.pipe()  # the stream's messages, one per line, to the endpoint
+        self._into_lock = threading.Lock()  # (a write and the close: never a write to a closed, reused number)
+        outgoing, written = os.pipe()  # what the endpoint writes, one message per line, to be posted
+        self._incoming, self._outgoing = os.fdopen(incoming, "rb"), os.fdopen(outgoing, "rb")
+        self._writer = Writer(written, on_broken=self._gone)
+        self._endpoint = self.endpoint_for(self._writer, log, self)
+        opened(self)  # (Bob ending meanwhile: closed, and McpError)
+        try:
+            threads.start(self._read, f"bob-mcp-{name}-events")
+            threads.start(self._serve, f"bob-mcp-{name}")
+            threads.start(self._post_all, f"bob-mcp-{name}-post")
+        except threads.ThreadLimit as exc:
+            self.close()
+            raise McpError(str(exc)) from None
+        if not self._ready.wait(timeout) or self._post_url is None:
+            problem = self._problem or f"no endpoint event within {timeout:g} s (mcp.timeout)"
+            self.close()
+            raise McpError(problem)
+
+    def scrub(self, text: str) -> str:
+        for secret in self._hidden:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not self._endpoint.closed
+
+    def request(self, method: str, params: dict[str, Any], timeout: float, cancel: Cancel | None = None) -> dict[str, Any]:
+        try:
+            return super().request(method, params, timeout, cancel)
+        except ServerGone:  # (the stream ended under the request: why, as the HTTP transport says it)
+            if self._problem:
+                raise McpError(f"{method}: {self._problem}") from None
+            raise
+
+    # ---- the stream -----------------------------------------------------------------------------
+
+    def _read(self) -> None:
+        import requests
+
+        response = None
+        try:
+            # The headers within mcp.timeout's share of the handshake; the stream then lasts as
+            # long as it does (a quiet server sends nothing for minutes).
+            response = self._http.get(self.url, headers={**self._headers, "Accept": "text/event-stream"},
+                                      stream=True, timeout=(10, 30), allow_redirects=False)
+            with self._lock:
+                if self._closed:
+                    return
+                self._response = response
+            refusal = _refusal(response)
+            if refusal is not None:
+                self._problem = refusal
+                return
+            httpio.no_read_timeout(response)
+            lines = (raw.decode("utf-8", "replace")
+                     for raw in httpio.arriving_lines(response.raw, MAX_ANSWER, too_long, per_line=True))
+            for name, data in httpio.events(lines):
+                if len(data) > MAX_ANSWER:
+                    raise too_long(MAX_ANSWER)
+                if name == "endpoint":
+                    self._take_endpoint(data.strip())
+                elif name == "message" and data.strip() and self._post_url is not None:
+                    self._deliver(data)
+            self._problem = self._problem or "the server ended its event stream"
+        except McpError as exc:
+            self._problem = self._problem or str(exc)
+        except (OSError, ValueError) as exc:  # requests' exceptions are OSErrors too
+            kind = f"{type(exc).__name__}: " if isinstance(exc, requests.exceptions.RequestException) else ""
+            self._problem = self._problem or self.scrub(f"{kind}{jsontext.clean(str(exc))[:200]}")
+        finally:
+            if response is not None:
+                response.close()
+            with self._into_lock:  # the endpoint reads the end: what waits on the server is answered
+                os.close(self._into)
+                self._into = -1
+            self._ready.set()
+            if not self._closed and self._problem:
+                self._log.info(f"[mcp] {self.name}: {self._problem}")
+
+    def _take_endpoint(self, data: str) -> None:
+        target = urljoin(self.url, data)
+        if _origin(target) != _origin(self.url):
+            raise McpError(f"the server named its message endpoint on another host ({httpio.public_url(target)}); "
+                           "Bob posts only where the stream is (the server's headers would go with each message)")
+        if self._post_url is None:
+            self._post_url = target
+            self._ready.set()
+
+    def _deliver(self, data: str) -> None:
+        """One message of the stream to the endpoint, as one line (a message that is not JSON is
+        passed over: the endpoint would answer it with an error no one reads)."""
+        try:
+            message = jsontext.loads(data)
+        except (jsontext.JSONDecodeError, RecursionError):
+            self._log.debug(f"[mcp] {self.name}: an event that is not JSON passed over")
+            return
+        self._to_endpoint(message)
+
+    def _to_endpoint(self, message: object) -> None:
+        """(OSError once the stream has ended, or the endpoint stopped reading.)"""
+        line = memoryview(jsontext.dumps(message) + b"\n")
+        with self._into_lock:
+            if self._into < 0:
+                raise OSError("the event stream has ended")
+            while line:
+                line = line[os.write(self._into, line):]
+
+    def _serve(self) -> None:
+        try:
+            self._endpoint.serve(self._incoming, drain_timeout=0.1)
+        finally:
+            self._incoming.close()
+
+    def _gone(self) -> None:
+        self._endpoint.stop()
+
+    # ---- posting ----------------------------------------------------------------------------------
+
+    def _post_all(self) -> None:
+        try:
+            self._ready.wait()
+            for line in self._outgoing:
+                if self._post_url is None or self._closed:
+                    break
+                self._post(line)
+        finally:
+            self._outgoing.close()
+
+    def _post(self, line: bytes) -> None:
+        """One message POSTed; a request the server refused is answered here, with the words of
+        the streamable HTTP transport."""
+        try:
+            message = jsontext.loads(line)
+        except (jsontext.JSONDecodeError, RecursionError):
+            return
+        assert self._post_url is not None
+        try:
+            response = self._http.post(self._post_url, data=line, timeout=POST_TIMEOUT, allow_redirects=False,
+                                       headers={**self._headers, "Content-Type": "application/json"})
+            response.close()
+            problem = None if response.status_code < 300 else f"HTTP {response.status_code}"
+        except (OSError, ValueError) as exc:
+            problem = self.scrub(f"{type(exc).__name__}: {jsontext.clean(str(exc))[:200]}")
+        if problem is None:
+            return
+        what = message.get("method", "an answer") if isinstance(message, dict) else "a message"
+        self._log.info(f"[mcp] {self.name}: the server refused {what}: {problem}")
+        if isinstance(message, dict) and "id" in message and "method" in message and not self._closed:
+            try:
+                self._to_endpoint({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": problem}})
+            except OSError:
+                pass  # (the stream has ended: the request is answered by that)
+
+    # ---- the end ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            response = self._response
+        self._endpoint.stop()
+        if response is not None:
+            httpio.shutdown(response)  # (the reader's wait ends at once)
+        self._ready.set()
+        self._writer.close(0.1)  # (the poster reads the end)
+        self._http.close()
+        closed(self)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+def _refusal(response: requests.Response) -> str | None:
+    """Why an answer to the GET is not an event stream to read, in the HTTP transport's words."""
+    if 300 <= response.status_code < 400:
+        where = urlsplit(response.headers.get("Location") or "")
+        target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
+        return (f"the server redirected (HTTP {response.status_code}){target}; Bob does not follow redirects (they "
+                "would carry the server's headers elsewhere): configure the final URL")
+    if response.status_code >= 400:
+        return f"HTTP {response.status_code}"
+    kind = response.headers.get("Content-Type", "")
+    if not kind.startswith("text/event-stream"):
+        return f"the answer is not an event stream ({jsontext.clean(kind)[:80] or 'no Content-Type'})"
+    return None
+
