@@ -31,7 +31,8 @@ def test_defaults_are_the_documented_ones():
                   "sandbox": "off", "sandboxNetwork": False,
                   "sandboxHide": ["~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc", "~/.config/gh", "~/.docker/config.json",
                                   "~/.kube"], "limits": {"processes": 512, "memory": None},
-                  "plan": False, "clientFs": False, "clientTerminal": False, "checkpoints": False, "checkpointTurns": 20,
+                  "plan": False, "askUser": False, "clientFs": False, "clientTerminal": False, "checkpoints": False,
+                  "checkpointTurns": 20,
                   "checkpointMaxBytes": 10485760, "checkpointStoreLimit": 1073741824,
                   "env": {"drop": ["*_API_KEY", "*_SECRET*", "*_TOKEN"]}},
         "loop": {"warnAt": 3, "stopAt": 5},
@@ -40,7 +41,7 @@ def test_defaults_are_the_documented_ones():
         # Features the product document does not have are off: its behaviour, exactly.
         "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed", "auth": False,
                 "embeddedContext": False, "images": False, "cancelRequest": False, "additionalDirectories": False,
-                "fork": False, "clientTimeout": 60},
+                "fork": False, "steering": False, "clientTimeout": 60},
         "permissions": {"mode": "ask", "allowAlways": "tool", "newForgetsGrants": False},
         "mcp": {"enabled": False, "timeout": 30},
         "chat": {"mcpServers": []},
@@ -195,7 +196,7 @@ def test_the_reference_is_made_from_the_declarations():
     reference = config.reference()
     for section in config.SCHEMA:
         assert f"\n{section}:" in "\n" + reference
-    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 18
+    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 20
     import re
 
     # (a key with a long default once had its words wrapped one letter to a line beside it)

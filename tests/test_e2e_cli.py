@@ -42,7 +42,7 @@ def test_stray_output_never_reaches_the_protocol_stream(spawn_bob):
 
 def test_version_and_acp_flag(spawn_bob, bob_env):
     proc = subprocess.run(bob_command() + ["--version"], capture_output=True, env=bob_env, timeout=20)
-    assert proc.returncode == 0 and proc.stdout.decode().strip() == "bob-acp 0.18.0"
+    assert proc.returncode == 0 and proc.stdout.decode().strip() == "bob-acp 0.19.0"
     bob = spawn_bob(args=["--acp"])
     assert bob.initialize()["protocolVersion"] == 1
 
