@@ -71,7 +71,7 @@ def test_logs_go_to_the_configured_file_as_json(spawn_bob, tmp_path):
     lines = [json.loads(line) for line in log_file.read_text().splitlines()]
     events = [line["event"] for line in lines]
     assert any(e.startswith("[acp] initialize: client pytest 1, protocol 1") for e in events)
-    assert any(e.startswith("bob 0.18.0") for e in events) and events[-1] == "[acp] input closed: bye"
+    assert any(e.startswith("bob 0.19.0") for e in events) and events[-1] == "[acp] input closed: bye"
     assert all({"level", "timestamp", "event"} <= set(line) for line in lines)
     assert "[acp]" not in bob.stderr()
 

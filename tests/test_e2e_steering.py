@@ -136,10 +136,14 @@ def test_cancel_still_ends_a_steered_turn_and_what_it_was_told_is_kept(steering_
     prompt_id = bob.prompt_until_running(sid, "start the long job")
     response, _ = steer(bob, sid, "also mind the tests")
     assert response["result"] == {"outcome": "injected"}
+    # Right behind the cancel (read before it, so the turn is cancelled though it still unwinds),
+    # and after the answer: nothing joins a cancelled turn; the client is asked for a prompt.
     bob.notify("session/cancel", {"sessionId": sid})
-    answer, _ = bob.wait_response(prompt_id)
+    late = bob.request_async("_session/steering", {"sessionId": sid, "prompt": [{"type": "text", "text": "too late"}]})
+    answer, seen = bob.wait_response(prompt_id)
     assert answer["result"] == {"stopReason": "cancelled"}
-    # After the cancel, nothing joins the turn: the client is asked for a prompt.
+    response = next((f for f in seen if f.get("id") == late), None) or bob.wait_response(late)[0]
+    assert response["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}
     response, _ = steer(bob, sid, "also mind the tests")
     assert response["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}
     messages = stored(workdir, sid)["messages"]
