@@ -128,8 +128,8 @@ def test_tools_past_the_cap_are_left_out_with_one_line(mcp_bob, monkeypatch):
     server["env"] = [{"name": "MCP_TEST_MANY_TOOLS", "value": "150"}]
     bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [server])
     lines = [u["content"]["text"] for u in updates(bob.frames, "agent_message_chunk")]
-    assert len(lines) == 1 and "limit of 128 tools in all were left out: test: many111," in lines[0]
-    assert "and 29 more" in lines[0]  # 128 less the 6 names Bob keeps for its own tools
+    assert len(lines) == 1 and "limit of 128 tools in all were left out: test: many110," in lines[0]
+    assert "and 30 more" in lines[0]  # 128 less the 7 names Bob keeps for its own tools
 
 
 # ---- 5. HTTP servers are bounded and stay where they were configured ----------------------------------

@@ -15,13 +15,7 @@ from bob_acp import sessions, tools
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.opener import Opener
-from bob_acp.acp.params import (
-    cwd_param,
-    mcp_servers,
-    more_roots,
-    required_str,
-    unknown_session,
-)
+from bob_acp.acp.params import cwd_param, mcp_servers, more_roots, required_str, unknown_session
 from bob_acp.acp.session import Session
 from bob_acp.acp.table import SessionTable
 from bob_acp.acp.updates import result_content

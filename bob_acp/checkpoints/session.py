@@ -28,24 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import restore
-from bob_acp.checkpoints.records import (
-    Change,
-    Record,
-    State,
-    parse,
-    sign,
-    signed,
-    user_key,
-)
-from bob_acp.checkpoints.store import (
-    LINK,
-    REPOSITORY,
-    CheckpointError,
-    Entry,
-    Shadow,
-    Snapshot,
-    store_of,
-)
+from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
+from bob_acp.checkpoints.store import LINK, REPOSITORY, CheckpointError, Entry, Shadow, Snapshot, store_of
 from bob_acp.exceptions import Cancelled
 from bob_acp.files.atomic import UMASK
 from bob_acp.files.beneath import OutsideRoot

@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import os
 
-from bob_acp.config.schema import (
-    Config,
-    Key,
-    ModelEntry,
-    ModelSettings,
-    Section,
-    SectionRef,
-    declared,
-)
+from bob_acp.config.schema import Config, Key, ModelEntry, ModelSettings, Section, SectionRef, declared
 from bob_acp.exceptions import ConfigError
 
 TYPE_CHECKING = False

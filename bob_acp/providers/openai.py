@@ -14,22 +14,9 @@ from bob_acp.cancel import Cancel
 from bob_acp.context import history
 from bob_acp.exceptions import ModelError
 from bob_acp.providers import sse
-from bob_acp.providers.base import (
-    Joiner,
-    ModelReply,
-    Stream,
-    ToolCall,
-    Usage,
-    end_of_stream,
-)
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage, end_of_stream
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
-from bob_acp.providers.shapes import (
-    dropped_reasoning,
-    error_message,
-    malformed,
-    new_call_id,
-    parse_arguments,
-)
+from bob_acp.providers.shapes import dropped_reasoning, error_message, malformed, new_call_id, parse_arguments
 
 if TYPE_CHECKING:
     from bob_acp.config import ModelSettings

@@ -19,14 +19,7 @@ from bob_acp.context import history
 from bob_acp.exceptions import ModelError
 from bob_acp.jsontext import mapping
 from bob_acp.providers import sse
-from bob_acp.providers.base import (
-    Joiner,
-    ModelReply,
-    Stream,
-    ToolCall,
-    Usage,
-    end_of_stream,
-)
+from bob_acp.providers.base import Joiner, ModelReply, Stream, ToolCall, Usage, end_of_stream
 from bob_acp.providers.http import SessionPool, Wire, stream_lines
 from bob_acp.providers.shapes import (
     dropped_reasoning,

@@ -40,12 +40,7 @@ from bob_acp.sandbox.kernel import (
     machine,
     status,
 )
-from bob_acp.sandbox.names import (
-    PLANTED_NAMES,
-    PLANTED_TITLE,
-    PROTECTED_NAMES,
-    nested_repositories,
-)
+from bob_acp.sandbox.names import PLANTED_NAMES, PLANTED_TITLE, PROTECTED_NAMES, nested_repositories
 
 __all__ = ["PLANTED_NAMES", "PLANTED_TITLE", "PROTECTED_NAMES", "Sandbox", "for_session", "nested_repositories", "trial",
            "LAUNCHER", "Coverage", "Machine", "MiB", "abi", "coverage", "default_memory", "describe", "limits_of",

@@ -9,9 +9,7 @@ import sys
 import threading
 
 from bob_acp.sandbox import cgroup
-from bob_acp.sandbox.children import (
-    PYTHON_FLAGS,  # (the launcher runs as the supervisor does)
-)
+from bob_acp.sandbox.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

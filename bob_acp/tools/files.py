@@ -13,14 +13,7 @@ from bob_acp.files.atomic import NotRegular, atomic_write, open_regular, read_up
 from bob_acp.files.beneath import OutsideRoot, write_beneath
 from bob_acp.files.workspace import PRIVATE_FOLDERS, PROTECTED_FILES, Workspace
 from bob_acp.jsontext import clean
-from bob_acp.tools.base import (
-    Diff,
-    Location,
-    Tool,
-    ToolContext,
-    ToolResult,
-    run_in_worker,
-)
+from bob_acp.tools.base import Diff, Location, Tool, ToolContext, ToolResult, run_in_worker
 
 PATH_PARAMETER = {"type": "string", "description": "File path, relative to the working directory, absolute, or ~/…"}
 READ_TIME_LIMIT = 30.0  # seconds a read may take (a dead network file system) before it is given up
