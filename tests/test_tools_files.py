@@ -31,7 +31,7 @@ def test_registry_order_and_specs():
     assert [t.name for t in tools.TOOLS] == ["bash", "read_file", "write_file", "edit_file", "read_skill"]
     assert [s["name"] for s in tools.BUILTIN.specs()] == [t.name for t in tools.TOOLS]
     assert all(s["parameters"]["type"] == "object" and s["description"] for s in tools.BUILTIN.specs())
-    assert tools.BUILTIN_NAMES == ("bash", "read_file", "write_file", "edit_file", "read_skill", "update_plan")
+    assert tools.BUILTIN_NAMES == ("bash", "read_file", "write_file", "edit_file", "read_skill", "update_plan", "ask_user")
     assert [t.kind for t in tools.TOOLS] == ["execute", "read", "edit", "edit", "read"]
     assert [t.needs_permission for t in tools.TOOLS] == [True, True, True, True, False]
 

@@ -226,7 +226,8 @@ class TurnSink:
         failed = sent.exception()
         if failed is not None:
             why = failed.error if isinstance(failed, PeerError) else failed
-            return Answer(f"error: the editor could not ask the question: {str(why)[:300]}", True)
+            words = why.get("message", why) if isinstance(why, dict) else why
+            return Answer(f"error: the editor could not ask the question: {clean(str(words))[:300]}", True)
         result = mapping(answer_of(sent))
         action = result.get("action")
         if action == "accept":

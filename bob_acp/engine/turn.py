@@ -246,8 +246,8 @@ class Engine:
         finally:
             unread = conv.steering.close()
             self._settle(conv, question, cancel)
-            if unread and any(message is question for message in conv.messages):  # (said while the turn ended: kept, as the user's)
-                conv.messages += unread
+            if unread and any(message is question for message in conv.messages):
+                conv.messages += unread  # (said as the turn ended, unread: kept, as the user's)
             if conv.checkpoints is not None:
                 self._end_checkpoint(conv, sink)
             if conv.sandbox is not None:

@@ -15,22 +15,8 @@ import threading
 from bob_acp import threads
 from bob_acp.sandbox.cgroup import Cgroup
 from bob_acp.sandbox.children import PYTHON_FLAGS
-from bob_acp.sandbox.kernel import (
-    LAUNCHER,
-    PROBE_TIMEOUT,
-    Coverage,
-    abi,
-    coverage,
-    limits_of,
-    machine,
-)
-from bob_acp.sandbox.names import (
-    PLANTED_NAMES,
-    PROTECTED_NAMES,
-    gitdir,
-    nested_repositories,
-    secrets_of,
-)
+from bob_acp.sandbox.kernel import LAUNCHER, PROBE_TIMEOUT, Coverage, abi, coverage, limits_of, machine
+from bob_acp.sandbox.names import PLANTED_NAMES, PROTECTED_NAMES, gitdir, nested_repositories, secrets_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
