@@ -175,8 +175,11 @@ def test_in_the_chat_a_line_typed_during_a_turn_steers_it_and_says_so(chat, work
     child.expect("⏺")
     child.sendline("also mind the tests")
     child.expect("added to the running turn")
+    child.sendline("/help")  # a command is not a steer: it runs once the turn has ended
+    child.expect("/help runs when the turn ends")
     (workdir / "go").touch()
     child.expect("minding the tests as you asked")
+    child.expect("/quit")  # (the help's list, after the turn)
     child.expect("you> ")
     child.sendline("/quit")
     child.expect(pexpect.EOF)

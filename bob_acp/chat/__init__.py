@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 SPIN_EVERY = 0.1
 STEER_WAIT = 30.0  # seconds the end of a turn waits for the answers to the lines that steered it
+CHAT_COMMANDS = ("/quit", "/exit", "/help", "/new", "/sessions", "/model", "/mode")  # the chat's own
 STOP_WORDS = {
     "cancelled": "(cancelled)",
     "refusal": "(no model is configured: see the message above)",
@@ -172,13 +173,18 @@ class Chat:
         if not text.strip():
             return
         self.screen.end_stream()
-        if text.strip().startswith("/"):  # a command of the chat or of Bob: run as such once the turn ends
+        if self._is_command(text):  # a command of the chat or of Bob: run as such once the turn ends
             self.typed_ahead.append(text)
             self.screen.line(f"↳ {visible.line(text.strip())} runs when the turn ends", "dim")
             return
         sent = self.agent.request("_session/steering", {"sessionId": self.session_id,
                                                         "prompt": [{"type": "text", "text": text}]})
         self._steers[sent] = text
+
+    def _is_command(self, text: str) -> bool:
+        word = text.strip().split(" ", 1)[0]
+        return word in CHAT_COMMANDS or (word.startswith("/") and word[1:] in {
+            str(c.get("name")) for c in self.commands if isinstance(c, dict)})
 
     def _settle_steers(self) -> None:
         """The turn has answered: the lines sent to steer it are answered too (the agent answers
@@ -291,8 +297,8 @@ class Chat:
 
     def _form(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         """The agent's question (elicitation/create, a form): each field asked on the terminal,
-        a choice by its number; an empty first answer declines, Ctrl-C cancels the turn. True
-        when the person pressed Ctrl-C."""
+        a choice by its number; Enter leaves a field out (a required one: the form is declined),
+        Ctrl-C cancels the turn. True when the person pressed Ctrl-C."""
         self.screen.end_stream()
         self.screen.clear_spinner()
         schema = mapping(params.get("requestedSchema"))
