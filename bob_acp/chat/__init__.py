@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 SPIN_EVERY = 0.1
+UNSENT_WAIT = 10.0  # seconds an agent whose input closed under a request is given to end
 STEER_WAIT = 30.0  # seconds the end of a turn waits for the answers to the lines that steered it
 CHAT_COMMANDS = ("/quit", "/exit", "/help", "/new", "/sessions", "/model", "/mode")  # the chat's own
 STOP_WORDS = {
@@ -153,6 +154,8 @@ class Chat:
             try:
                 return {"result": pending.result()}, False
             except PeerError as exc:
+                if self.agent.unsent and self.agent.ended(UNSENT_WAIT):  # (it ended before reading: say why)
+                    return self._handle(("end", None), pending)
                 return {"error": exc.error if isinstance(exc.error, dict) else {"message": str(exc.error)}}, False
         return None, False
 
