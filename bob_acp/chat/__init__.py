@@ -154,7 +154,7 @@ class Chat:
             try:
                 return {"result": pending.result()}, False
             except PeerError as exc:
-                if self.agent.unsent and self.agent.ended(UNSENT_WAIT):  # (it ended before reading: say why)
+                if pending.unsent and self.agent.ended(UNSENT_WAIT):  # (it ended before reading: say why)
                     return self._handle(("end", None), pending)
                 return {"error": exc.error if isinstance(exc.error, dict) else {"message": str(exc.error)}}, False
         return None, False

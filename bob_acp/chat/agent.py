@@ -77,7 +77,6 @@ class Agent:
         self._to_agent, self._from_agent = self.proc.stdin, self.proc.stdout
         self.env = env
         self.events: queue.Queue[Any] = queue.Queue()
-        self.unsent = False  # the last request could not be written (the agent's input is closed)
         put = self.events.put
         # Updates and retries in order with the answers (handled on the reader, before a later
         # answer settles): a prompt's last update is shown before its stop reason.
@@ -112,7 +111,6 @@ class Agent:
     def request(self, method: str, params: dict[str, Any]) -> Sent:
         """Send a request; ("answer", it) comes on the queue once it is settled."""
         sent = self.endpoint.request(method, params)
-        self.unsent = sent.done() and not sent.cancelled() and sent.exception() is not None
         sent.add_done_callback(lambda settled: self.events.put(("answer", settled)))
         return sent
 

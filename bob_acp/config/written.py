@@ -83,9 +83,10 @@ def forget(cfg: Config, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     kept: list[str] = []
     key_file = cfg.model.apiKeyFile
     if key_file:
-        record = next((r for r in _records(env) if r.get("path") == key_file), None)
+        records = _records(env)
+        record = next((r for r in records if r.get("path") == key_file), None)
         if record is not None and _remove_if(key_file, record):
-            _keep_records(env, [r for r in _records(env) if r.get("path") != key_file])
+            _keep_records(env, [r for r in records if r.get("path") != key_file])
             forgotten.append(f"the key bob-acp setup stored in {key_file}")
             if cfg.source:
                 try:

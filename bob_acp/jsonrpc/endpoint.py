@@ -151,6 +151,7 @@ class Endpoint:
         if sent.done():
             return sent
         if not self._send({"jsonrpc": "2.0", "id": sent.id, "method": method, "params": params}, give_up):
+            sent.unsent = True
             settle(sent, error="the request could not be sent")
         return sent
 

@@ -76,6 +76,7 @@ class Sent(Future):  # type: ignore[type-arg]  # (a base class is read at run ti
         super().__init__()
         self.id = request_id
         self.timed_out = False  # given up because no answer came within the time allowed
+        self.unsent = False  # it could not be written: the peer's input is closed (it ended, or is ending)
 
     def settled(self, timeout: float | None = None) -> Sent:
         """Itself, once settled; after `timeout` seconds without an answer, cancelled (we stop

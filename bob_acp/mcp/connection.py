@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import urlsplit
 
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
@@ -16,6 +17,7 @@ from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
 from bob_acp.threads import Live
 
 if TYPE_CHECKING:
+    import requests
     from urllib3.response import BaseHTTPResponse
 
     from bob_acp.log import Logger
@@ -35,6 +37,12 @@ class ServerGone(McpError):
 class Connection:
     name = ""
     on_notification: Callable[[str, dict[str, Any]], None] = staticmethod(lambda method, params: None)
+    _hidden: list[str] = []  # what an error line must never show (a URL's tokens)
+
+    def scrub(self, text: str) -> str:
+        for secret in self._hidden:
+            text = text.replace(secret, "[redacted]")
+        return text
 
     def request(self, method: str, params: dict[str, Any], timeout: float, cancel: Cancel | None = None) -> dict[str, Any]:
         raise NotImplementedError
@@ -105,6 +113,19 @@ def settle(sent: Sent, what: str, timed_out: threading.Event, cancel: Cancel | N
         return result_of(what, sent.result())
     except PeerError as exc:
         raise error_of(what, exc.error) from None
+
+
+def refused(response: requests.Response) -> str | None:
+    """Why an HTTP answer is no answer to read (a redirect, an error status), in the words every
+    HTTP transport uses, or None."""
+    if 300 <= response.status_code < 400:
+        where = urlsplit(response.headers.get("Location") or "")
+        target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
+        return (f"the server redirected (HTTP {response.status_code}){target}; Bob does not follow redirects (they "
+                "would carry the server's headers elsewhere): configure the final URL")
+    if response.status_code >= 400:
+        return f"HTTP {response.status_code}"
+    return None
 
 
 def too_long(limit: int) -> McpError:

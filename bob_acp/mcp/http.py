@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from bob_acp import jsontext
 from bob_acp.cancel import Cancel
@@ -19,6 +18,7 @@ from bob_acp.mcp.connection import (
     interruption,
     opened,
     read_capped,
+    refused,
     result_of,
     too_long,
 )
@@ -46,11 +46,6 @@ class HttpConnection(Connection):
         self._closed = False
         self._hidden = httpio.url_secrets(url)  # what an error line must never show
         opened(self)
-
-    def scrub(self, text: str) -> str:
-        for secret in self._hidden:
-            text = text.replace(secret, "[redacted]")
-        return text
 
     @property
     def alive(self) -> bool:
@@ -122,14 +117,9 @@ class HttpConnection(Connection):
         return result_of(method, answer.get("result"))
 
     def _answer(self, response: requests.Response, msg_id: int, method: str) -> dict[str, Any]:
-        if 300 <= response.status_code < 400:
-            where = urlsplit(response.headers.get("Location") or "")
-            target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
-            raise McpError(f"{method}: the server redirected (HTTP {response.status_code}){target}; Bob does not "
-                           "follow redirects (they would carry the server's headers elsewhere): configure the "
-                           "final URL")
-        if response.status_code >= 400:
-            raise McpError(f"{method}: HTTP {response.status_code}")
+        problem = refused(response)
+        if problem is not None:
+            raise McpError(f"{method}: {problem}")
         session = response.headers.get("Mcp-Session-Id")
         if session and method == "initialize":
             self._headers["Mcp-Session-Id"] = session

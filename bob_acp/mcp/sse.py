@@ -18,7 +18,16 @@ from urllib.parse import urljoin, urlsplit
 
 from bob_acp import jsontext, threads
 from bob_acp.jsonrpc.streams import Writer
-from bob_acp.mcp.connection import MAX_ANSWER, EndpointConnection, McpError, ServerGone, closed, opened, too_long
+from bob_acp.mcp.connection import (
+    MAX_ANSWER,
+    EndpointConnection,
+    McpError,
+    ServerGone,
+    closed,
+    opened,
+    refused,
+    too_long,
+)
 from bob_acp.providers import httpio
 
 if TYPE_CHECKING:
@@ -62,11 +71,6 @@ class SseConnection(EndpointConnection):
             problem = self._problem or f"no endpoint event within {timeout:g} s (mcp.timeout)"
             self.close()
             raise McpError(problem)
-
-    def scrub(self, text: str) -> str:
-        for secret in self._hidden:
-            text = text.replace(secret, "[redacted]")
-        return text
 
     @property
     def alive(self) -> bool:
@@ -224,13 +228,9 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 def _refusal(response: requests.Response) -> str | None:
     """Why an answer to the GET is not an event stream to read, in the HTTP transport's words."""
-    if 300 <= response.status_code < 400:
-        where = urlsplit(response.headers.get("Location") or "")
-        target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
-        return (f"the server redirected (HTTP {response.status_code}){target}; Bob does not follow redirects (they "
-                "would carry the server's headers elsewhere): configure the final URL")
-    if response.status_code >= 400:
-        return f"HTTP {response.status_code}"
+    problem = refused(response)
+    if problem is not None:
+        return problem
     kind = response.headers.get("Content-Type", "")
     if not kind.startswith("text/event-stream"):
         return f"the answer is not an event stream ({jsontext.clean(kind)[:80] or 'no Content-Type'})"
