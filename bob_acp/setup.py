@@ -99,7 +99,9 @@ def run(args: argparse.Namespace, env: dict[str, Any], global_config: str | None
     if key is not None:
         key_file = os.path.abspath(os.path.expanduser(args.key_file or os.path.join(os.path.dirname(path),
                                                                                    f"{kind}.key")))
-        written.write_key(key_file, key, env)
+        unrecorded = written.write_key(key_file, key, env)
+        if unrecorded:
+            print(unrecorded)
     try:
         told = written.write_model(path, {"provider": provider, "name": model, "baseUrl": base_url,
                                           "apiKeyFile": key_file})

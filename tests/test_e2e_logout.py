@@ -106,3 +106,24 @@ def test_without_acp_auth_logout_is_unknown_and_not_advertised(spawn_bob):
     init = bob.initialize()
     assert "auth" not in init["agentCapabilities"]
     assert bob.call("logout", {})[0]["error"]["code"] == -32601
+
+
+def test_a_key_setup_could_not_record_is_still_written_and_the_user_is_told(bob_env, tmp_path):
+    """The state folder cannot be written (a read-only one): setup writes the key all the same
+    and says that sign-out will leave it."""
+    state = tmp_path / "ro-state"
+    state.mkdir()
+    state.chmod(0o555)
+    try:
+        env = {**bob_env, "XDG_STATE_HOME": str(state)}
+        as_user = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"] if os.geteuid() == 0 else []
+        config = tmp_path / "config.yaml"
+        done = subprocess.run([*as_user, *bob_command(), "setup", "--provider", "openai", "--model", "m",
+                               "--key-stdin", "--no-check", "--config", str(config)], env=env, input=KEY + "\n",
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "could not be recorded as bob-acp setup's" in done.stdout and "sign-out will leave it" in done.stdout
+        key_file = yaml.safe_load(config.read_text())["model"]["apiKeyFile"]
+        assert open(key_file).read() == KEY + "\n"
+    finally:
+        state.chmod(0o755)

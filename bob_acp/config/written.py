@@ -32,11 +32,12 @@ class Unwritable(Exception):
     """The config file cannot be read to be updated (one line to the user)."""
 
 
-def write_key(path: str, key: str, env: Mapping[str, str]) -> None:
+def write_key(path: str, key: str, env: Mapping[str, str]) -> str:
     """The key alone in a file only its owner can read, written whole: a temp file of an
     unpredictable name made new in the key's own folder (O_EXCL | O_NOFOLLOW: never through a
     link someone put there), then renamed over the key file (a link there is replaced, not
-    followed); then recorded as Bob's (what logout may forget)."""
+    followed); then recorded as Bob's (what logout may forget). Returns what the user must be
+    told ("" or why it could not be recorded: the key is in place all the same)."""
     folder = os.path.dirname(path)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     temp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
@@ -57,7 +58,12 @@ def write_key(path: str, key: str, env: Mapping[str, str]) -> None:
             pass
         raise
     records = [r for r in _records(env) if r.get("path") != path]
-    _keep_records(env, records + [{"path": path, "dev": made.st_dev, "ino": made.st_ino}])
+    try:
+        _keep_records(env, records + [{"path": path, "dev": made.st_dev, "ino": made.st_ino}])
+    except OSError as exc:
+        return (f"the key file could not be recorded as bob-acp setup's ({exc.strerror or exc}): an editor's sign-out "
+                "will leave it; remove it yourself to sign out")
+    return ""
 
 
 def write_model(path: str, model: dict[str, Any]) -> str:
