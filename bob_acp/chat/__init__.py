@@ -308,9 +308,9 @@ class Chat:
         fields = mapping(schema.get("properties"))
         asked_for = schema.get("required")
         required: list[Any] = asked_for if isinstance(asked_for, list) else []
-        if params.get("mode") != "form" or not fields or not self.asker.can_ask or self.asker.yes or self.asker.no:
-            why = "there is no terminal to ask on" if not self.asker.can_ask or self.asker.yes or self.asker.no \
-                else "it is not a form"
+        no_one = not self.asker.can_ask or self.asker.yes or self.asker.no  # (--yes and --no answer permissions only)
+        if no_one or params.get("mode") != "form" or not fields:
+            why = "there is no terminal to ask on" if no_one else "it is not a form"
             self.screen.line(f"  not answered ({why}): {visible.line(str(params.get('message', '')))}", "yellow")
             answer.put({"action": "decline"})
             return False
