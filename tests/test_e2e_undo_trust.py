@@ -244,23 +244,31 @@ def test_a_bob_killed_during_undo_says_so_at_load_and_the_next_undo_finishes(tmp
         assert (workdir / "a.txt").read_text() == "a before\n" and (workdir / "b.txt").read_text() == "b before\n"
 
 
-def test_a_broken_shadow_index_is_rebuilt_and_said_once(spawn_bob, server, workdir):
+def test_what_is_planted_in_the_store_runs_nothing_and_the_next_turn_is_recorded(spawn_bob, server, workdir):
+    """The store keeps no index (Bob looks at the files itself): a garbage index, a filter in its
+    config and attributes, a hook, left there by hand or by an older Bob, run nothing."""
     (workdir / "a.txt").write_text("one\n")
     bob = start(spawn_bob, server)
     sid = opened(bob)
     server.enqueue(server.openai_tool_call("bash", {"command": "echo two > a.txt"}, call_id="b1"),
                    server.openai_text("done"))
     bob.prompt(sid, "first")
-    for index in (workdir / ".bob" / "checkpoints").glob("*.git/index"):
-        index.write_bytes(b"garbage, not an index")
+    ran = workdir.parent / "planted-ran"
+    for shadow in (workdir / ".bob" / "checkpoints").glob("*.git"):
+        (shadow / "index").write_bytes(b"garbage, not an index")
+        (shadow / "info").mkdir(exist_ok=True)
+        (shadow / "info" / "attributes").write_text("* filter=x diff=x\n")
+        with open(shadow / "config", "a") as handle:
+            handle.write(f"[filter \"x\"]\n\tclean = touch {ran}\n[diff \"x\"]\n\ttextconv = touch {ran}\n"
+                         f"[core]\n\tfsmonitor = touch {ran}\n")
     server.enqueue(server.openai_tool_call("bash", {"command": "echo three > a.txt"}, call_id="b2"),
                    server.openai_tool_call("bash", {"command": "echo four > b.txt"}, call_id="b3"),
                    server.openai_text("done"))
     said = message_text(bob.prompt(sid, "second")[1])
-    assert said.count("index was damaged and has been made again") == 1, said
+    assert "not recorded" not in said.lower(), said
     said = message_text(bob.prompt(sid, "/undo")[1])
     assert (workdir / "a.txt").read_text() == "two\n" and not (workdir / "b.txt").exists(), said
-
+    assert not ran.exists()
 
 def test_the_store_is_private_packed_and_bounded(spawn_bob, server, workdir):
     for n in range(40):
@@ -352,3 +360,60 @@ def test_a_fork_keeps_its_own_title_after_its_first_turn(spawn_bob, server, work
     bob.prompt(fork, "a question in the fork")
     titles = {s["sessionId"]: s.get("title") for s in bob.result("session/list", {"cwd": str(workdir)})["sessions"]}
     assert titles == {sid: "the original question", fork: "the original question (fork)"}
+
+
+def test_a_repository_planted_inside_runs_nothing_when_a_command_changes_it(spawn_bob, server, workdir, tmp_path):
+    """A command made sub/ a repository whose config and attributes run a program for every file
+    git reads (a filter, an fsmonitor, a textconv, an include); a later command touches it and
+    makes 2,100 files. Bob's look never runs git over the project: nothing of it runs, and the
+    change inside the repository is said, not taken back."""
+    ran = tmp_path / "planted-ran"
+    sub = workdir / "sub"
+    subprocess.run(["git", "init", "-q"], cwd=sub if sub.mkdir() is None else sub, check=True)
+    (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = touch {ran}.include\n")
+    with open(sub / ".git" / "config", "a") as handle:
+        handle.write(f"[filter \"x\"]\n\tclean = touch {ran}\n\tsmudge = touch {ran}\n[core]\n\tfsmonitor = touch {ran}\n"
+                     f"[diff \"x\"]\n\ttextconv = touch {ran}\n[include]\n\tpath = {tmp_path / 'included'}\n")
+    (sub / ".gitattributes").write_text("* filter=x diff=x\n")
+    (sub / "f").write_text("one\n")
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo two >> sub/f && mkdir many && cd many && "
+                                                               "for n in $(seq 2100); do echo $n > f$n; done"},
+                                           call_id="p1"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    said = message_text(bob.prompt(sid, "make files")[1])
+    assert not list(tmp_path.glob("planted-ran*"))
+    assert "sub (a git repository inside" in said, said
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert not (workdir / "many").exists(), said
+    assert (sub / "f").read_text() == "one\ntwo\n"  # (not Bob's to take back: said)
+    assert not list(tmp_path.glob("planted-ran*"))
+
+
+@pytest.mark.parametrize("plant", ["a ref naming a FIFO", "HEAD a FIFO", "an absolute ref", "a nested HEAD FIFO"])
+def test_a_planted_head_never_wedges_a_turn(spawn_bob, server, workdir, plant):
+    """The project's .git/HEAD and the ref it names are read as small regular files beneath .git
+    only: a FIFO, an absolute or `..` ref, a repository inside whose HEAD is a FIFO are not read,
+    and the turn (and a cancel) is answered."""
+    git = workdir / ".git"
+    git.mkdir()
+    if plant == "a ref naming a FIFO":
+        os.mkfifo(workdir / "pipe")
+        (git / "HEAD").write_text(f"ref: {workdir}/pipe\n")
+    elif plant == "HEAD a FIFO":
+        os.mkfifo(git / "HEAD")
+    elif plant == "an absolute ref":
+        (git / "HEAD").write_text("ref: ../../../../../../dev/zero\n")
+    else:
+        (workdir / "sub" / ".git").mkdir(parents=True)
+        os.mkfifo(workdir / "sub" / ".git" / "HEAD")
+    server.enqueue(server.openai_tool_call("bash", {"command": "echo made > a.txt"}, call_id="h1"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    result, _ = bob.prompt(sid, "write", timeout=60)
+    assert result.get("result", {}).get("stopReason") == "end_turn", result
+    said = message_text(bob.prompt(sid, "/undo", timeout=60)[1])
+    assert "Restored" in said or "Removed" in said, said
+    assert not (workdir / "a.txt").exists()

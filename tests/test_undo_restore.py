@@ -12,9 +12,9 @@ import threading
 import pytest
 
 from bob_acp.checkpoints import records
+from bob_acp.checkpoints.look import blob_id
 from bob_acp.checkpoints.records import Change
 from bob_acp.checkpoints.restore import apply, current
-from bob_acp.checkpoints.store import blob_id
 from bob_acp.files.beneath import OutsideRoot, Place
 
 MADE = b"made by the turn\n"

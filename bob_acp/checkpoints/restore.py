@@ -16,8 +16,8 @@ import stat
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+from bob_acp.checkpoints.look import blob_id
 from bob_acp.checkpoints.records import Change, State
-from bob_acp.checkpoints.store import blob_id
 from bob_acp.files.beneath import OutsideRoot, Place
 from bob_acp.files.workspace import PRIVATE_FOLDERS, PROTECTED_FILES
 

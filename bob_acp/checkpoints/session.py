@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import restore
+from bob_acp.checkpoints.look import Seen
 from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
-from bob_acp.checkpoints.store import LINK, REPOSITORY, CheckpointError, Entry, Shadow, Snapshot, store_of
+from bob_acp.checkpoints.store import CheckpointError, Shadow, Snapshot, store_of
 from bob_acp.exceptions import Cancelled
-from bob_acp.files.atomic import UMASK
-from bob_acp.files.beneath import OutsideRoot
+from bob_acp.files.beneath import OutsideRoot, Place
 
 if TYPE_CHECKING:
     from bob_acp.files.workspace import Workspace
@@ -52,7 +52,6 @@ class Window:
 
     name: str
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
-    ignored: dict[str, dict[str, tuple[int, int, int] | None]] = field(default_factory=dict)  # root -> path -> stat
     heads: dict[str, bytes] = field(default_factory=dict)  # each root's git HEAD and branch, as they were
     file: tuple[str, str] | None = None  # (root, path) of a file tool's file
     old: tuple[State | None, bytes] | None = None  # its state and bytes before
@@ -71,10 +70,9 @@ class Checkpoints:
         self.store_limit = store_limit
         self.log = log
         store = store_of(ws.cwd)
-        self.shadows = {root: Shadow(root, store, max_bytes) for root in ws.roots}
+        self.shadows = {root: Shadow(root, store, max_bytes, look_ref=f"refs/look/{session_id}/{index}")
+                        for index, root in enumerate(ws.roots)}
         self.records: list[Record] = []
-        self.modes: dict[str, dict[str, int]] = {root: {} for root in ws.roots}  # every file's mode bits, per root
-        self.ignored: dict[str, list[str]] = {root: [] for root in ws.roots}  # what .gitignore leaves out, per root
         self.own = {os.path.realpath(p) for p in (*own, "/proc/self/fd/2")}  # files Bob itself writes (its logs)
         self._key = key if key is not None else user_key()
         self._warm = threading.Event()  # the first snapshot of every root was made (or could not be)
@@ -104,20 +102,10 @@ class Checkpoints:
         try:
             for root, shadow in self.shadows.items():
                 started = time.monotonic()
-                shadow.snapshot(self._ahead)
-                self.ignored[root] = shadow.ignored()
-                modes = self.modes[root]
-                paths = shadow.paths()
-                for path in paths:
-                    try:
-                        modes[path] = stat.S_IMODE(os.lstat(os.path.join(root, path)).st_mode)
-                    except OSError:
-                        pass
-                    if self._ahead.is_set():
-                        return
+                found = shadow.snapshot(self._ahead)
                 if self.log is not None:
                     self.log.info(f"[acp] session {self.session_id}: checkpoints: first look at {root} made "
-                                  f"({len(paths)} files, {(time.monotonic() - started) * 1000:.0f} ms)")
+                                  f"({len(found.files)} files, {(time.monotonic() - started) * 1000:.0f} ms)")
         except Cancelled:
             return
         except (OSError, CheckpointError) as exc:
@@ -131,8 +119,11 @@ class Checkpoints:
             self._pack(shadow)
 
     def close(self) -> None:
-        """The session ends: a snapshot still being made ahead stops (its git is killed)."""
+        """The session ends: a look still being made ahead stops, and its last look no longer holds
+        anything in the store."""
         self._ahead.set()
+        for shadow in self.shadows.values():
+            self._upkeep(shadow.forget_look, shadow, "left")
 
     # ---- during a turn -------------------------------------------------------------------------
 
@@ -159,10 +150,9 @@ class Checkpoints:
             return self._open_file(name, path)
         window = Window(name)
         for root, shadow in self.shadows.items():
-            window.snapshots[root] = self._snapshot(root, shadow, cancel)
-            window.heads[root] = _git_head(root)
-            window.ignored[root] = {path: _signature(os.path.join(root, path)) for path in self.ignored[root]}
-        return window, self._rebuilt()
+            window.snapshots[root] = shadow.snapshot(cancel)
+            window.heads[root] = git_head(root)
+        return window, ""
 
     def close_window(self, window: Window) -> str:
         """After the call: what it changed joins the turn; what the user must know now, or ""."""
@@ -171,42 +161,45 @@ class Checkpoints:
         said = []
         for root, shadow in self.shadows.items():
             before = window.snapshots[root]
-            modes_before = dict(self.modes[root])  # (the snapshot below learns the new modes)
-            after = self._snapshot(root, shadow, None)
+            after = shadow.snapshot(None)
             found: dict[str, Change] = {}
-            for path, old, new in shadow.changes(before.tree, after.tree):
-                if any(entry is not None and entry[0] == REPOSITORY for entry in (old, new)):
-                    said.append(self._note(f"{self._shown(root, path)} (a git repository inside: only its commit is "
-                                           "recorded, so /undo does not take it back)"))
-                    continue
-                found[path] = Change(root, path, _state(old, modes_before.get(path)),
-                                     _state(new, self.modes[root].get(path)), window.name, during=True)
-            added_or_gone = any(c.before is None or c.after is None for c in found.values())
-            if before.empty != after.empty or added_or_gone:  # (only then can a folder come or go)
-                for change in self._folders(root, shadow, before, after):
-                    both = found.get(change.path)  # (a file that became a folder, or the other way: one change)
-                    found[change.path] = change if both is None else Change(
-                        root, change.path, both.before or change.before, both.after or change.after, window.name,
-                        during=True)
+            for path, old, new in changes(before, after):
+                found[path] = Change(root, path, _state(old), _state(new), window.name, during=True)
+            for change in _folders(root, before, after):
+                both = found.get(change.path)  # (a file that became a folder, or the other way: one change)
+                found[change.path] = change if both is None else Change(
+                    root, change.path, both.before or change.before, both.after or change.after, window.name,
+                    during=True)
             for change in found.values():
                 self._join(change)
-            for path in sorted(set(after.big) | set(before.big)):
-                if after.big.get(path) != before.big.get(path):
-                    said.append(self._note(f"{self._shown(root, path)} (larger than tools.checkpointMaxBytes)"))
-            touched = [path for path, seen in window.ignored[root].items()
-                       if _signature(os.path.join(root, path)) != seen and os.path.realpath(os.path.join(root, path))
-                       not in self.own]
-            if touched:
-                shown = ", ".join(self._shown(root, p) for p in touched[:5]) + (
-                    f" and {len(touched) - 5} more" if len(touched) > 5 else "")
-                said.append(self._note(f"{shown} (left out by .gitignore: a command's changes there are not "
-                                       "recorded)"))
-            if _git_head(root) != window.heads[root]:
-                said.append(self._note(f"git's HEAD or branch in {root} (commits, checkouts and branch changes are "
-                                       "git's to undo)"))
+            said += self._unrecordable(root, before, after, window.heads[root])
         self._keep_window()
         said = [line for line in said if line]
-        return ("Not recorded, so /undo will not take it back: " + "; ".join(said) + ".") if said else self._rebuilt()
+        return ("Not recorded, so /undo will not take it back: " + "; ".join(said) + ".") if said else ""
+
+    def _unrecordable(self, root: str, before: Snapshot, after: Snapshot, head: bytes) -> list[str]:
+        """What a command changed that no record holds, one line each (said in the turn)."""
+        said = []
+        for path in sorted(path for path in before.nested.keys() | after.nested.keys()
+                           if before.nested.get(path) != after.nested.get(path)):
+            said.append(self._note(f"{self._shown(root, path)} (a git repository inside: Bob never reads one, so "
+                                   "/undo does not take back what changed in it)"))
+        for path in sorted(set(after.big) | set(before.big)):
+            if after.big.get(path) != before.big.get(path):
+                said.append(self._note(f"{self._shown(root, path)} (larger than tools.checkpointMaxBytes)"))
+        touched = [path for path in sorted(before.ignored.keys() | after.ignored.keys())
+                   if before.ignored.get(path) != after.ignored.get(path)
+                   and os.path.realpath(os.path.join(root, path)) not in self.own]
+        if touched:
+            shown = ", ".join(self._shown(root, p) for p in touched[:5]) + (
+                f" and {len(touched) - 5} more" if len(touched) > 5 else "")
+            said.append(self._note(f"{shown} (left out by .gitignore: a command's changes there are not recorded)"))
+        for line in sorted(set(after.unread) - set(before.unread)):
+            said.append(self._note(f"{self._shown(root, line)} (could not be read)"))
+        if git_head(root) != head:
+            said.append(self._note(f"git's HEAD or branch in {root} (commits, checkouts and branch changes are "
+                                   "git's to undo)"))
+        return said
 
     def end_turn(self, messages: list[dict[str, Any]]) -> Record | None:
         """After the turn: its record, when Bob's calls changed anything."""
@@ -381,33 +374,6 @@ class Checkpoints:
 
     # ---- inside ----------------------------------------------------------------------------------
 
-    def _snapshot(self, root: str, shadow: Shadow, cancel: Cancel | None) -> Snapshot:
-        snapshot = shadow.snapshot(cancel)
-        modes = self.modes[root]
-        for path in snapshot.listed:
-            try:
-                modes[path] = stat.S_IMODE(os.lstat(os.path.join(root, path)).st_mode)
-            except OSError:
-                modes.pop(path, None)
-        return snapshot
-
-    def _folders(self, root: str, shadow: Shadow, before: Snapshot, after: Snapshot) -> list[Change]:
-        """Folders the command made or took away (git keeps only files: from the trees and the
-        empty folders each snapshot found)."""
-        was = _with_parents(shadow.folders(before.tree) | before.empty)
-        now = _with_parents(shadow.folders(after.tree) | after.empty)
-        umask_mode = 0o777 & ~UMASK
-        found = []
-        for path in sorted(now - was):
-            try:
-                mode = stat.S_IMODE(os.lstat(os.path.join(root, path)).st_mode)
-            except OSError:
-                continue
-            found.append(Change(root, path, None, {"type": "folder", "mode": mode}, "bash", during=True))
-        for path in sorted(was - now):
-            found.append(Change(root, path, {"type": "folder", "mode": umask_mode}, None, "bash", during=True))
-        return found
-
     def _open_file(self, name: str, path: str | None) -> tuple[Window | None, str]:
         """A file tool's window: the file's state and bytes before it writes."""
         if path is None:
@@ -489,14 +455,6 @@ class Checkpoints:
         self._said.add(key)
         return line
 
-    def _rebuilt(self) -> str:
-        for shadow in self.shadows.values():
-            if shadow.rebuilt:
-                shadow.rebuilt = False
-                return ("The checkpoint store's index was damaged and has been made again (it is a cache): nothing "
-                        "recorded was lost.")
-        return ""
-
     def _drop_loose(self, shadow: Shadow) -> None:
         """What a pack left loose because nothing holds it, gone now (the store's bound)."""
         self._upkeep(shadow.drop_loose, shadow, "pruned")
@@ -533,17 +491,36 @@ class Checkpoints:
         return path if root == self.workspace.cwd else os.path.join(root, path)
 
 
-def _state(entry: Entry | None, mode: int | None) -> State | None:
-    """A path's state from its tree entry, with its mode as last seen (git keeps only whether a
-    file is executable; a mode that disagrees with that is out of date, and the usual is used)."""
-    if entry is None:
+def _state(seen: Seen | None) -> State | None:
+    """A path's state as a look found it."""
+    if seen is None:
         return None
-    if entry[0] == LINK:
-        return {"type": "link", "blob": entry[1]}
-    executable = entry[0] == "100755"
-    if mode is None or bool(mode & 0o100) != executable:
-        mode = (0o777 if executable else 0o666) & ~UMASK
-    return {"type": "file", "mode": mode, "blob": entry[1]}
+    if seen.link:
+        return {"type": "link", "blob": seen.blob}
+    return {"type": "file", "mode": stat.S_IMODE(seen.mode), "blob": seen.blob}
+
+
+def changes(before: Snapshot, after: Snapshot) -> list[tuple[str, Seen | None, Seen | None]]:
+    """(path, as it was, as it is; None: absent) for each file or link that differs (an
+    unchanged file keeps the very Seen of the look before: most are passed over by identity)."""
+    found: list[tuple[str, Seen | None, Seen | None]] = []
+    old_files = before.files
+    for path, new in after.files.items():
+        old = old_files.get(path)
+        if old is new or (old is not None and old.blob == new.blob and old.mode == new.mode):
+            continue
+        found.append((path, old, new))
+    found += [(path, old_files[path], None) for path in old_files.keys() - after.files.keys()]
+    return found
+
+
+def _folders(root: str, before: Snapshot, after: Snapshot) -> list[Change]:
+    """Folders the command made or took away, each with its mode as the look found it."""
+    found = [Change(root, path, None, {"type": "folder", "mode": after.folders[path]}, "bash", during=True)
+             for path in sorted(after.folders.keys() - before.folders.keys())]
+    found += [Change(root, path, {"type": "folder", "mode": before.folders[path]}, None, "bash", during=True)
+              for path in sorted(before.folders.keys() - after.folders.keys())]
+    return found
 
 
 def _file_state(root: str, relative: str, max_bytes: int) -> tuple[State | None, bytes]:
@@ -554,40 +531,36 @@ def _file_state(root: str, relative: str, max_bytes: int) -> tuple[State | None,
     return state, data
 
 
-def _with_parents(folders: set[str] | frozenset[str]) -> set[str]:
-    found = set()
-    for folder in folders:
-        while folder and folder not in found:
-            found.add(folder)
-            folder = os.path.dirname(folder)
-    return found
+MAX_HEAD = 4096  # bytes of .git/HEAD and of the ref it names that are read
 
 
-def _signature(path: str) -> tuple[int, int, int] | None:
-    """What shows that a path changed: its inode, size and modification time (None: absent)."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
-    return info.st_ino, info.st_size, info.st_mtime_ns
-
-
-def _git_head(root: str) -> bytes:
-    """The root's git HEAD and the commit its branch names, as bytes to compare (b"" without git)."""
-    try:
-        with open(os.path.join(root, ".git", "HEAD"), "rb") as handle:
-            head = handle.read(4096)
-    except OSError:
+def git_head(root: str) -> bytes:
+    """The root's git HEAD and the commit its branch names, as bytes to compare (b"" without git).
+    Read as data a command may have planted: each a regular file beneath the root's .git, opened
+    through descriptors without following a link and without waiting (a FIFO, a device, a link,
+    an absolute or `..` ref is not read)."""
+    head = _small_file(root, ".git/HEAD")
+    if head is None:
         return b""
     if head.startswith(b"ref: "):
         ref = os.fsdecode(head[5:].strip())
-        if ".." not in ref.split("/"):
-            try:
-                with open(os.path.join(root, ".git", ref), "rb") as handle:
-                    head += handle.read(4096)
-            except OSError:
-                head += b"(packed)"
+        parts = ref.split("/")
+        if ref.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\0" in ref:
+            return head + b"(refused)"
+        named = _small_file(root, ".git/" + ref)
+        head += named if named is not None else b"(packed)"
     return head
+
+
+def _small_file(root: str, relative: str) -> bytes | None:
+    """A regular file's first MAX_HEAD bytes beneath `root`, never through a link or a wait."""
+    try:
+        with Place(root, relative) as place:
+            return place.read(MAX_HEAD) if place.lstat() is not None else None
+    except ValueError:
+        return b"(too large)"
+    except OSError:
+        return None
 
 
 def _title(messages: list[dict[str, Any]]) -> str:

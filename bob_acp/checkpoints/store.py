@@ -1,17 +1,17 @@
-"""The git store of one root: Bob's own shadow repository, `<cwd>/.bob/checkpoints/<root's id>.git`,
-with the root as its work tree and an index of its own (the user's `.git`, its index, stash and
-refs, is never read or written).
+"""The store of one root: Bob's own bare git repository, `<cwd>/.bob/checkpoints/<root's id>.git`,
+holding the bytes of the project's files as blobs; Bob's own look (look.py) finds what changed.
 
-A snapshot lists what changed since the previous one (`ls-files -o -m --directory`, one walk of
-the tree that honours the project's .gitignore and leaves out every .git and .bob), adds just
-that to the index, and writes a tree: its cost is one walk plus what changed. Bytes are kept as
-they are (every filter and line-end conversion off); a file over the size bound is not added.
-The index is a cache of the last snapshot: a broken one is thrown away and made again.
+Git never runs over the project's files: a command could have made a repository inside with a
+filter, a hook, an fsmonitor or a FIFO for git to trip on, and Bob's git runs unconfined. Git
+runs only on the store itself (cat-file, update-ref, prune, repack, count-objects), which is
+hidden from sandboxed commands. The blobs of the session's last look are held by a ref of its
+own (refs/bob/<session>/look), so that a prune by another session never takes what the next
+window needs.
 
-Git runs with neither the user's nor the system's configuration, without hooks, fsmonitor,
-replace refs or attributes but Bob's, so a repository planted under .bob/checkpoints runs
-nothing. The store is the user's alone: its folders 0700, its files 0600 (core.sharedRepository),
-since it holds copies of files that may be secret.
+Git runs with neither the user's nor the system's configuration, without hooks or replace refs,
+so a store planted under .bob/checkpoints runs nothing. The store is the user's alone: its
+folders 0700, its files 0600 (core.sharedRepository), since it holds copies of files that may be
+secret.
 """
 
 from __future__ import annotations
@@ -24,21 +24,18 @@ import stat
 import subprocess
 import threading
 import zlib
-from dataclasses import dataclass, field
 
 from bob_acp.cancel import Cancel
+from bob_acp.checkpoints.look import Found, blob_id, look
 from bob_acp.exceptions import BobError, Cancelled
 
-FILE, EXECUTABLE, LINK, REPOSITORY = "100644", "100755", "120000", "160000"
-GIT_TIMEOUT = 300.0  # seconds one git command may take (a first snapshot of a very large project)
-FULL_ADD = 2000  # past this many changed paths a snapshot adds the whole tree (one pathspec, not thousands)
-CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n"
-          "\tfsmonitor = false\n\thooksPath = /dev/null\n\tautocrlf = false\n\tsymlinks = true\n\tquotepath = false\n"
-          "\tsharedRepository = 0600\n[gc]\n\tauto = 0\n")
-EXCLUDE = ".bob/\n.git\n"
-ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding -diff -merge\n"
-PLANTED = ("objects/info/alternates", "objects/info/http-alternates", "shallow", "commondir", "index.lock")
-Entry = tuple[str, str]  # (git file mode, object id) of one path in a tree
+GIT_TIMEOUT = 300.0  # seconds one git command on the store may take (a repack of a very large one)
+CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n\tlogallrefupdates = false\n"
+          "\tfsmonitor = false\n\thooksPath = /dev/null\n\tsharedRepository = 0600\n[gc]\n\tauto = 0\n")
+# What a store must not hold (planted, or left by an older Bob: its index held the last snapshot)
+PLANTED = ("objects/info/alternates", "objects/info/http-alternates", "shallow", "commondir", "index.lock", "index",
+           "info/attributes", "info/exclude")
+Snapshot = Found  # a root as a look found it
 
 
 class CheckpointError(BobError):
@@ -53,18 +50,6 @@ def store_of(cwd: str) -> str:
     from bob_acp.files import bobdir
 
     return os.path.join(cwd, bobdir.NAME, "checkpoints")
-
-
-@dataclass
-class Snapshot:
-    """A root as it was: its tree, its empty folders (git keeps none), the files left out for
-    their size (path -> [size, mtime_ns]), and the paths this snapshot found changed since the
-    one before (their modes are looked at again)."""
-
-    tree: str
-    empty: frozenset[str]
-    big: dict[str, list[int]]
-    listed: list[str] = field(default_factory=list)
 
 
 class _Locks:
@@ -85,153 +70,55 @@ _lock_of = _locks.of
 
 
 class Shadow:
-    """The shadow repository of one root. Every use holds its lock: a thread lock in this
-    process, and an flock on its lock file for other Bobs on the same project."""
+    """The store of one root, and the last look at it. Every use holds the store's lock: a
+    thread lock in this process, and an flock on its lock file for other Bobs on the project."""
 
-    def __init__(self, root: str, store: str, max_bytes: int, git_dir: str | None = None):
+    def __init__(self, root: str, store: str, max_bytes: int, git_dir: str | None = None, look_ref: str = ""):
         self.root = root
         self.store = store
         self.git_dir = git_dir or os.path.join(
             store, hashlib.sha256(root.encode("utf-8", "surrogateescape")).hexdigest()[:16] + ".git")
         self.max_bytes = max_bytes
+        self.look_ref = look_ref  # the ref that holds the last look's blobs ("": none kept)
         self._lock = _lock_of(self.git_dir)
-        self.rebuilt = False  # its index was broken and was made anew (said once by the caller)
-        self._last_tree: tuple[tuple[int, int, int], str] | None = None  # (the index file's signature, its tree)
+        self._last = Found()  # the last look
+        self._kept: frozenset[str] = frozenset()  # the blobs look_ref holds
 
     def snapshot(self, cancel: Cancel | None = None) -> Snapshot:
+        """The root as it is now; the bytes of what changed since the last look kept in the store
+        (under the store's lock: no prune takes a blob before the look's ref holds it)."""
         with self._held():
+            known: set[bytes] = set()
+            if not self._last.files:  # (a first look reads every file: most may be stored already)
+                known = set(self._git(["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"]).split())
+
+            def keep(data: bytes) -> str:
+                object_id = blob_id(data)
+                if object_id.encode() not in known:
+                    self._object(b"blob", data, object_id)
+                return object_id
+
             try:
-                return self._snapshot(cancel)
-            except CheckpointError:
-                if cancel is not None and cancel.is_set():
-                    raise
-                # (the index is a cache of the last snapshot: a broken one is made again, whole)
-                index = os.path.join(self.git_dir, "index")
-                if not os.path.exists(index):
-                    raise
-                os.unlink(index)
-                self.rebuilt = True
-                return self._snapshot(cancel)
-
-    def _snapshot(self, cancel: Cancel | None) -> Snapshot:
-        listed = [os.fsdecode(p) for p in filter(None, self._git(
-            ["ls-files", "-z", "-o", "-m", "--directory", "--exclude-standard"], cancel=cancel).split(b"\0"))]
-        folders = [p for p in listed if p.endswith("/")]
-        files = [p for p in listed if not p.endswith("/")]
-        files += self._inside(folders, cancel)  # (new folders come whole: their files, for the bound and modes)
-        big = self._big(files)
-        if len(files) > FULL_ADD:  # (a first snapshot: the whole tree at once, never thousands of pathspecs)
-            # (--ignore-errors: a file it cannot read, or a repository inside without a commit, is
-            # left out of the record, and the rest is recorded: exit status 1)
-            self._git(["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                      b".\0" + _specs(big, "exclude,literal"), cancel, allowed=(0, 1))
-        elif files:
-            # Just these paths, without the refresh of every entry `git add` makes: a file that is
-            # a folder now leaves the index here, and its files join it below.
-            folders_now = [p for p in files if os.path.isdir(os.path.join(self.root, p))
-                           and not os.path.islink(os.path.join(self.root, p))]
-            repositories = [f.rstrip("/") for f in folders if os.path.exists(os.path.join(self.root, f, ".git"))]
-            self._index([p for p in files if p not in big] + repositories, cancel)
-            if folders_now:
-                inside = self._inside([p + "/" for p in folders_now], cancel)
-                big.update(self._big(inside))
-                self._index([p for p in inside if p not in big], cancel)
-                files += inside
-        if big:  # (a file that grew past the bound since the last snapshot leaves the index too)
-            self._git(["update-index", "--force-remove", "-z", "--stdin"],
-                      b"".join(os.fsencode(p) + b"\0" for p in big), cancel)
-        tree = self._tree(cancel, changed=bool(files) or bool(big))
-        empty = frozenset(f.rstrip("/") for f in folders if _empty(os.path.join(self.root, f)))
-        return Snapshot(tree, empty, big, files)
-
-    def _inside(self, folders: list[str], cancel: Cancel | None) -> list[str]:
-        """The files of these folders that the project's ignore rules keep."""
-        found: list[str] = []
-        for start in range(0, len(folders), 256):
-            out = self._git(["ls-files", "-z", "-o", "--exclude-standard", "--",
-                             *(f":(literal){f}" for f in folders[start:start + 256])], cancel=cancel)
-            found += [os.fsdecode(p) for p in filter(None, out.split(b"\0"))]
+                found = look(self.root, self._last.files, self.max_bytes, keep,
+                             stop=cancel.is_set if cancel is not None else lambda: False)
+            except InterruptedError:
+                raise Cancelled() from None
+            except OSError as exc:
+                raise CheckpointError(f"{self.root} could not be looked at: {exc.strerror or exc}") from None
+            if self.look_ref and (found.changed or len(found.files) != len(self._last.files)):
+                blobs = frozenset(seen.blob for seen in found.files.values())
+                if blobs != self._kept:
+                    self._keep(self.look_ref, sorted(blobs))
+                    self._kept = blobs
+            self._last = found
         return found
 
-    def _big(self, files: list[str]) -> dict[str, list[int]]:
-        big: dict[str, list[int]] = {}
-        root = os.fsencode(self.root)
-        for path in files:
-            try:
-                info = os.lstat(os.path.join(root, os.fsencode(path)))
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode) and info.st_size > self.max_bytes:
-                big[path] = [info.st_size, info.st_mtime_ns]
-        return big
-
-    def _index(self, paths: list[str], cancel: Cancel | None) -> None:
-        if not paths:
-            return
-        try:
-            self._git(["update-index", "--add", "--remove", "--replace", "-z", "--stdin"],
-                      b"".join(os.fsencode(p) + b"\0" for p in paths), cancel)
-        except CheckpointError:
-            if cancel is not None and cancel.is_set():
-                raise
-            # (a file it cannot read: `git add` leaves just that one out and records the rest)
-            self._git(["add", "-A", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul"],
-                      _specs(paths), cancel, allowed=(0, 1))
-
-    def _tree(self, cancel: Cancel | None, changed: bool) -> str:
-        """The index as a tree: the last one again when nothing changed it since (its file as
-        this process last saw it), without a git run."""
-        index = os.path.join(self.git_dir, "index")
-        try:
-            info = os.stat(index)
-            seen = (info.st_ino, info.st_size, info.st_mtime_ns)
-        except OSError:
-            seen = None
-        if not changed and seen is not None and self._last_tree is not None and self._last_tree[0] == seen:
-            return self._last_tree[1]
-        tree = self._git(["write-tree"], cancel=cancel).decode().strip()
-        try:
-            info = os.stat(index)
-            self._last_tree = ((info.st_ino, info.st_size, info.st_mtime_ns), tree)
-        except OSError:
-            self._last_tree = None
-        return tree
-
-    def changes(self, before: str, after: str) -> list[tuple[str, Entry | None, Entry | None]]:
-        """(path, its mode and object before, after) for each file that differs; None: absent."""
-        if before == after:
-            return []
-        with self._held():
-            out = self._git(["diff-tree", "-r", "-z", "--no-renames", before, after])
-        fields = out.split(b"\0")
-        found = []
-        for head, raw in zip(fields[0::2], fields[1::2], strict=False):  # (a trailing empty field)
-            if not head.startswith(b":"):
-                continue
-            old_mode, new_mode, old_id, new_id, _status = head[1:].decode().split(" ")
-            found.append((os.fsdecode(raw), None if old_mode == "000000" else (old_mode, old_id),
-                          None if new_mode == "000000" else (new_mode, new_id)))
-        return found
-
-    def folders(self, tree: str) -> set[str]:
-        """The folders a tree holds (those with a file somewhere beneath)."""
-        with self._held():
-            out = self._git(["ls-tree", "-r", "-d", "-z", tree])
-        return {os.fsdecode(line.split(b"\t", 1)[1]) for line in filter(None, out.split(b"\0"))
-                if line.split(b" ", 2)[1] == b"tree"}  # (not a repository inside: its commit is no folder)
-
-    def paths(self) -> list[str]:
-        """Every path of the last snapshot (its index)."""
-        with self._held():
-            out = self._git(["ls-files", "-z"])
-        return [os.fsdecode(p) for p in filter(None, out.split(b"\0"))]
-
-    def ignored(self, limit: int = 4096) -> list[str]:
-        """What the project's ignore rules leave out, each ignored folder as one entry (at most
-        `limit` entries: a look at them must stay cheap)."""
-        with self._held():
-            out = self._git(["ls-files", "-z", "-o", "-i", "--exclude-standard", "--directory"])
-        return [os.fsdecode(p).rstrip("/") for p in filter(None, out.split(b"\0"))][:limit]
+    def forget_look(self) -> None:
+        """The session ends: its last look no longer holds anything in the store."""
+        if self.look_ref and self._kept:
+            with self._held():
+                self._git(["update-ref", "-d", self.look_ref])
+            self._kept = frozenset()
 
     def blob(self, blob_id: str) -> bytes:
         with self._held():
@@ -259,10 +146,10 @@ class Shadow:
         _private_folders(self.git_dir, parts[:-1])
         _replace(os.path.join(self.git_dir, *parts), tree.encode() + b"\n")
 
-    def _object(self, kind: bytes, body: bytes) -> str:
+    def _object(self, kind: bytes, body: bytes, object_id: str = "") -> str:
         """A loose object of git's own format (zlib of "<kind> <size>\\0<body>"), its id."""
         data = kind + b" %d\0" % len(body) + body
-        object_id = hashlib.sha1(data).hexdigest()
+        object_id = object_id or hashlib.sha1(data).hexdigest()
         path = os.path.join(self.git_dir, "objects", object_id[:2], object_id[2:])
         if not os.path.exists(path):
             _private_folders(self.git_dir, ["objects", object_id[:2]])
@@ -312,11 +199,10 @@ class Shadow:
     def _prepare(self) -> None:
         """The repository made, or its settings written again (one found here may be planted)."""
         if not os.path.isdir(os.path.join(self.git_dir, "objects")):
-            self._git(["init", "-q", "--bare", "--template=", self.git_dir], work_tree=False)  # (no hooks at all)
+            self._git(["init", "-q", "--bare", "--template=", self.git_dir], in_store=False)  # (no hooks at all)
         os.chmod(self.git_dir, 0o700)
-        for name, text in (("config", CONFIG), ("info/exclude", EXCLUDE), ("info/attributes", ATTRIBUTES)):
+        for name, text in (("config", CONFIG),):
             path = os.path.join(self.git_dir, name)
-            os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -328,22 +214,19 @@ class Shadow:
                 pass
 
     def _git(self, args: list[str], data: bytes | None = None, cancel: Cancel | None = None,
-             work_tree: bool = True, allowed: tuple[int, ...] = (0,)) -> bytes:
+             in_store: bool = True, allowed: tuple[int, ...] = (0,)) -> bytes:
+        """git run on the store alone (never with a work tree: the project's files are Bob's to read)."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
                "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1", "GIT_NO_REPLACE_OBJECTS": "1",
                "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "HOME": os.devnull}
-        if work_tree:
+        if in_store:
             env["GIT_DIR"] = self.git_dir
-            if self.root:
-                env["GIT_WORK_TREE"] = self.root
         command = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "gc.auto=0",
-                   "-c", "core.autocrlf=false", "-c", "core.quotepath=false", "-c", "core.untrackedCache=false",
                    "-c", "core.sharedRepository=0600", *args]
         try:
             proc = subprocess.Popen(command, stdin=subprocess.PIPE if data is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=(self.root if work_tree and self.root else os.path.dirname(self.git_dir)),
-                                    env=env)
+                                    cwd=os.path.dirname(self.git_dir), env=env)
         except OSError as exc:
             raise CheckpointError(f"git could not start: {exc.strerror or exc}") from None
         unsubscribe = cancel.subscribe(proc.kill) if cancel is not None else None
@@ -420,23 +303,6 @@ def _replace(path: str, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
-def _specs(paths: object, magic: str = "literal") -> bytes:
-    return b"".join(b":(" + magic.encode() + b")" + os.fsencode(p) + b"\0" for p in paths)  # type: ignore[attr-defined]
-
-
-def _empty(folder: str) -> bool:
-    try:
-        with os.scandir(folder) as entries:
-            return next(entries, None) is None
-    except OSError:
-        return False
-
-
-def blob_id(data: bytes) -> str:
-    """The id git gives a blob of these bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 def forget(cwd: str, session_id: str) -> None:
     """A deleted session's records, dropped from every shadow repository of its folder."""
     store = store_of(cwd)
@@ -446,6 +312,8 @@ def forget(cwd: str, session_id: str) -> None:
         return
     for name in names:
         try:
-            Shadow("", store, 0, os.path.join(store, name)).drop(f"refs/bob/{session_id}/")
+            shadow = Shadow("", store, 0, os.path.join(store, name))
+            shadow.drop(f"refs/bob/{session_id}/")
+            shadow.drop(f"refs/look/{session_id}/")
         except (OSError, CheckpointError):
             pass
