@@ -26,7 +26,7 @@ def gather(cfg: Config) -> dict[str, Any]:
     from bob_acp.acp.server import agent_capabilities
     from bob_acp.context import skills
     from bob_acp.files.workspace import Workspace
-    from bob_acp.sandbox import children
+    from bob_acp.processes import children
 
     env = dict(os.environ)
     catalog = skills.discover(os.getcwd(), cfg)

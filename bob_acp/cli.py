@@ -240,7 +240,7 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
         signal.signal(signum, stop)
     signal.signal(signal.SIGUSR1, _stacks)
     endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w))
-    tools, children = loaded("bob_acp.tools"), loaded("bob_acp.sandbox.children")
+    tools, children = loaded("bob_acp.tools"), loaded("bob_acp.processes.children")
     if tools is not None:  # (no tool ran if they were never loaded)
         tools.kill_all()
     if children is not None:  # what escaped its group; then the supervisor ends the rest
@@ -398,7 +398,7 @@ def _banner(log: Logger, cfg: Config, cwd: str, at: float) -> None:
     at first, then logged together, stamped with the start-up's time (`at`), so that the log
     stays in time order. Nothing is said of a sandbox whose probe Bob's shutdown cut off."""
     from bob_acp.context import skills
-    from bob_acp.sandbox import children
+    from bob_acp.processes import children
 
     catalog = skills.discover(cwd, cfg)
     state = None

@@ -41,19 +41,89 @@ GUARDS = [
           ["tests/test_e2e_undo_trust.py::test_what_the_user_saves_while_the_model_answers_survives_undo"]),
     Guard("sandbox: Bob's secrets hidden",
           "bob_acp/sandbox/box.py",
-          "        found = list(self._hide)\n",
-          "        return []\n        found = list(self._hide)\n",
+          "        found = [config] + [self._folder_of(path) for path in self._hide]\n",
+          "        return [], []\n",
           ["tests/test_e2e_sandbox.py::test_bobs_secrets_and_the_users_credentials_are_invisible_to_sandboxed_commands"]),
-    Guard("sandbox: what a command plants taken out",
+    Guard("sandbox: the names at a root reserved while it lives",
           "bob_acp/sandbox/box.py",
-          "        said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - before)]",
-          "        said = self._unsaid + []",
-          ["tests/test_e2e_sandbox.py::test_a_protected_file_a_command_creates_is_taken_out_and_said"]),
+          "        self._unreserved = []\n        self._reserve()",
+          "        self._unreserved = []",
+          ["tests/test_e2e_sandbox_prevent.py::"
+           "test_no_command_or_job_creates_a_protected_name_at_a_root_however_often_it_tries"]),
+    Guard("sandbox: a placeholder someone wrote to is theirs",
+          "bob_acp/sandbox/reserve.py",
+          "                elif stat.S_ISREG(info.st_mode) and info.st_size == 0:",
+          "                elif stat.S_ISREG(info.st_mode):",
+          ["tests/test_e2e_sandbox_prevent.py::"
+           "test_no_command_or_job_creates_a_protected_name_at_a_root_however_often_it_tries"]),
+    Guard("sandbox: the placeholders of a killed Bob swept",
+          "bob_acp/sandbox/reserve.py",
+          "    \"\"\"The ledgers of Bobs no longer running: their placeholders released, the ledgers gone.\"\"\"\n",
+          "    \"\"\"The ledgers of Bobs no longer running: their placeholders released, the ledgers gone.\"\"\"\n"
+          "    return\n",
+          ["tests/test_e2e_sandbox_prevent.py::test_the_placeholders_of_a_killed_bob_go_at_the_next_sandboxs_start"]),
     Guard("sandbox: repositories inside read-only",
           "bob_acp/sandbox/box.py",
           "        self._nested = [path for root in self.roots for path in nested_repositories(root)]  # (the user's, now)",
           "        self._nested = []",
           ["tests/test_e2e_sandbox.py::test_a_repository_inside_the_project_is_read_only_like_the_roots"]),
+    Guard("sandbox: no UNIX socket can be made (seccomp)",
+          "bob_acp/sandbox/confine.py",
+          "    if not unix_sockets:\n        program += [(LD_ABS, 0, 0, 0), (JEQ, 0, 3, calls[\"socket\"])",
+          "    if False:\n        program += [(LD_ABS, 0, 0, 0), (JEQ, 0, 3, calls[\"socket\"])",
+          ["tests/test_e2e_sandbox.py::test_no_socket_outside_is_reachable_however_and_whenever_it_was_bound"]),
+    Guard("sandbox: no set-ID bit can be set (seccomp)",
+          "bob_acp/sandbox/confine.py",
+          "    for name, index in MODE_ARG.items():",
+          "    for name, index in {}.items():",
+          ["tests/test_e2e_sandbox_prevent.py::test_no_command_can_make_a_set_id_file"]),
+    Guard("sandbox: a hidden file hidden by its whole folder",
+          "bob_acp/sandbox/box.py",
+          "        return hidden, [os.path.join(config, \"skills\")]",
+          "        return [p for p in hidden if p != config] + [os.path.join(config, \"openai.key\")], []",
+          ["tests/test_e2e_sandbox_prevent.py::test_a_hidden_key_replaced_by_a_rename_stays_hidden_from_a_running_job"]),
+    Guard("sandbox: turning the network off ends the jobs that have it",
+          "bob_acp/sandbox/box.py",
+          "            closed = self._host_pid is not None and (not kept if on else self._host_network)",
+          "            closed = self._host_pid is not None and (not kept if on else False)",
+          ["tests/test_e2e_switches.py::test_turning_the_network_off_ends_the_jobs_that_have_it"]),
+    Guard("sandbox: a linked AGENTS.md's target read-only",
+          "bob_acp/sandbox/box.py",
+          "                    found.append(os.path.realpath(path))  # (AGENTS.md -> CLAUDE.md: CLAUDE.md read-only too)",
+          "                    pass",
+          ["tests/test_e2e_sandbox_prevent.py::test_a_linked_agents_md_has_its_target_read_only_or_its_commands_asked"]),
+    Guard("sandbox: a link it cannot hold makes it ask",
+          "bob_acp/sandbox/box.py",
+          "                if os.path.islink(path) and not self._inside_root(os.path.realpath(path)):",
+          "                if False:",
+          ["tests/test_e2e_sandbox_prevent.py::test_a_linked_agents_md_has_its_target_read_only_or_its_commands_asked"]),
+    Guard("sandbox: a name a command made below a root taken out",
+          "bob_acp/sandbox/plants.py",
+          "            said = [self._take_out(path, stamp) for path in made]",
+          "            said = []",
+          ["tests/test_e2e_sandbox.py::test_a_repository_a_command_makes_inside_the_project_is_taken_out_when_the_command_ends"]),
+    Guard("sandbox: a planted link taken out as the link, never its target",
+          "bob_acp/sandbox/plants.py",
+          "            move_beneath(root, relative, kept)",
+          "            move_beneath(root, os.path.relpath(os.path.realpath(path), root), kept)",
+          ["tests/test_e2e_sandbox.py::test_a_planted_name_that_is_a_link_is_taken_out_as_the_link"]),
+    Guard("sandbox: an AGENTS.md a job may have written is said, not read",
+          "bob_acp/acp/opener.py",
+          "        for path in system_prompt.doubted_agents(ws):",
+          "        for path in []:",
+          ["tests/test_e2e_sandbox_prevent.py::"
+           "test_an_agents_md_a_job_writes_below_a_root_is_doubted_never_moved_and_not_read"]),
+    Guard("sandbox: what Bob's own file tools write is not doubted",
+          "bob_acp/tools/files.py",
+          "            if self.commits and ctx.sandbox is not None:",
+          "            if False:",
+          ["tests/test_e2e_sandbox_prevent.py::test_an_agents_md_bobs_own_write_makes_while_a_job_runs_is_bobs"]),
+    Guard("sandbox: a sandbox kept for a job ends when the job does",
+          "bob_acp/sandbox/box.py",
+          "                    if self.jobs_running():\n                        continue",
+          "                    if True:\n                        continue",
+          ["tests/test_e2e_sandbox_prevent.py::"
+           "test_no_command_or_job_creates_a_protected_name_at_a_root_however_often_it_tries"]),
     Guard("sandbox: an idle sandbox ends with its turn",
           "bob_acp/sandbox/box.py",
           "            if self.jobs_running():\n                self._resting = True",
@@ -74,43 +144,21 @@ GUARDS = [
           "        stopped = sandbox.trial(cfg, Workspace(os.getcwd())) if covered.confines else None",
           "        stopped = None",
           ["tests/test_e2e_sandbox.py::test_check_never_calls_a_sandbox_complete_that_cannot_write_the_project"]),
-    Guard("sandbox: a socket bound by a relative path covered",
-          "bob_acp/sandbox/confine.py",
-          "    if relative:\n        holders = socket_holders(",
-          "    if False:\n        holders = socket_holders(",
-          ["tests/test_e2e_sandbox.py::test_no_socket_outside_is_reachable_however_and_whenever_it_was_bound"]),
-    Guard("sandbox: sockets of other network namespaces covered",
-          "bob_acp/sandbox/confine.py",
-          "    for name in [\"self\"] + [n for n in _listdir(\"/proc\") if n.isdigit()]:",
-          "    for name in [\"self\"]:",
-          ["tests/test_e2e_sandbox.py::test_no_socket_outside_is_reachable_however_and_whenever_it_was_bound"]),
-    Guard("sandbox: a socket bound while a command runs covered",
-          "bob_acp/sandbox/box.py",
-          "                if now - seen and set(confine.socket_holders(now - seen, namespace)) != now - seen:",
-          "            if False:",
-          ["tests/test_e2e_sandbox.py::test_no_socket_outside_is_reachable_however_and_whenever_it_was_bound"]),
-    Guard("sandbox: a job's plant between turns taken out at once",
-          "bob_acp/sandbox/box.py",
-          "            if self._command_runs or not self.jobs_after or self.last_look is None:\n                return\n"
-          "            new = self.snapshot() - self.last_look",
-          "            if True:\n                return\n"
-          "            new = self.snapshot() - self.last_look",
-          ["tests/test_e2e_sandbox.py::test_what_a_job_plants_between_turns_is_taken_out_at_once_and_its_sandbox_ends_with_it"]),
-    Guard("sandbox: what Bob's own file tools create is not a plant",
-          "bob_acp/tools/files.py",
-          "            if self.commits and ctx.sandbox is not None:",
-          "            if False:",
-          ["tests/test_e2e_sandbox.py::test_what_a_job_plants_between_turns_is_taken_out_at_once_and_its_sandbox_ends_with_it"]),
-    Guard("sandbox: a sandbox kept for a job ends when the job does",
-          "bob_acp/sandbox/box.py",
-          "                self._end_when_jobs_end()\n",
-          "                pass\n",
-          ["tests/test_e2e_sandbox.py::test_what_a_job_plants_between_turns_is_taken_out_at_once_and_its_sandbox_ends_with_it"]),
-    Guard("sandbox: a repository made inside by a command taken out",
-          "bob_acp/sandbox/box.py",
-          "            said += [self._take_out(path) for path in sorted(made)]",
-          "            said += []",
-          ["tests/test_e2e_sandbox.py::test_a_repository_a_command_makes_inside_the_project_is_taken_out_at_the_turns_end"]),
+    Guard("checkpoints: a repository inside is never entered",
+          "bob_acp/checkpoints/look.py",
+          "        os.stat(\".git\", dir_fd=inner, follow_symlinks=False)\n",
+          "        raise FileNotFoundError()\n",
+          ["tests/test_e2e_undo_trust.py::test_a_repository_planted_inside_runs_nothing_when_a_command_changes_it"]),
+    Guard("checkpoints: a file is read without waiting or following a link",
+          "bob_acp/checkpoints/look.py",
+          "    own = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY, dir_fd=fd)",
+          "    own = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)",
+          ["tests/test_checkpoint_look.py::test_a_fifo_a_link_and_a_repository_inside_are_never_read_entered_or_run"]),
+    Guard("checkpoints: HEAD read as a small regular file beneath .git",
+          "bob_acp/checkpoints/session.py",
+          "        with Place(root, relative) as place:\n            return place.read(MAX_HEAD) if place.lstat() is not None else None",
+          "        with open(os.path.join(root, relative), \"rb\") as handle:\n            return handle.read(MAX_HEAD)",
+          ["tests/test_e2e_undo_trust.py::test_a_planted_head_never_wedges_a_turn"]),
     Guard("a command grant covers that command alone",
           "bob_acp/tools/bash.py",
           "        return f\"bash{unconfined}: \" + _BLANKS.sub(\" \", command).strip(\" \")",
@@ -162,12 +210,18 @@ GUARDS = [
 
 
 def check(guard: Guard) -> bool:
-    """Whether the guard's tests fail once it is taken away (True: they notice)."""
+    """Whether the guard's tests fail once it is taken away (True: they notice). The break must
+    compile, and only a test failure counts (pytest's status 1: not an error collecting them)."""
     path = os.path.join(ROOT, guard.path)
     with open(path, encoding="utf-8") as handle:
         source = handle.read()
     if source.count(guard.line) != 1:
         print(f"?  {guard.name}: its line is not in {guard.path} exactly once (moved? update scripts/guards.py)")
+        return False
+    try:
+        compile(source.replace(guard.line, guard.broken), path, "exec")
+    except SyntaxError as exc:
+        print(f"?  {guard.name}: its break does not compile ({exc}): update scripts/guards.py")
         return False
     try:
         with open(path, "w", encoding="utf-8") as handle:
@@ -177,7 +231,7 @@ def check(guard: Guard) -> bool:
     finally:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(source)
-    noticed = run.returncode != 0
+    noticed = run.returncode == 1
     print(f"{'ok' if noticed else 'NOT NOTICED'}  {guard.name}")
     return noticed
 

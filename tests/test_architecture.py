@@ -18,7 +18,7 @@ LAYERS = [
     ("acp", ["bob_acp.acp"]),
     ("engine", ["bob_acp.engine"]),
     ("rooms", ["bob_acp.tools", "bob_acp.providers", "bob_acp.mcp", "bob_acp.sessions", "bob_acp.context",
-               "bob_acp.sandbox", "bob_acp.config", "bob_acp.checkpoints"]),
+               "bob_acp.sandbox", "bob_acp.config", "bob_acp.checkpoints", "bob_acp.processes"]),
     ("leaves", ["bob_acp.context.history", "bob_acp.files", "bob_acp.cancel", "bob_acp.exceptions",
                 "bob_acp.acp.lazy", "bob_acp.jsontext", "bob_acp.log", "bob_acp.secrets", "bob_acp.timestamps",
                 "bob_acp.threads", "bob_acp"]),

@@ -28,7 +28,7 @@ def test_defaults_are_the_documented_ones():
         "context": {"window": 128000, "threshold": 0.8, "keepLastTurns": 2},
         "sessions": {"enabled": False, "dir": ".bob/sessions"},
         "tools": {"bash": {"timeout": 120, "outputLimit": 30000}, "maxReadBytes": 262144,
-                  "sandbox": "off", "sandboxNetwork": False,
+                  "sandbox": "off", "sandboxNetwork": False, "sandboxUnixSockets": "deny",
                   "sandboxHide": ["~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc", "~/.config/gh", "~/.docker/config.json",
                                   "~/.kube"], "limits": {"processes": 512, "memory": None},
                   "plan": False, "askUser": False, "clientFs": False, "clientTerminal": False, "checkpoints": False,

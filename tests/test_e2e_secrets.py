@@ -59,8 +59,10 @@ def test_agents_md_as_a_fifo_never_blocks_session_new(spawn_bob, workdir, tmp_pa
 
 
 def test_agents_md_is_read_from_the_git_root_down_to_the_cwd_nearest_last(scripted, workdir, tmp_path, server):
+    import subprocess
+
     root = workdir
-    (root / ".git").mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)  # (an empty .git folder is no repository)
     (root / "AGENTS.md").write_text("root rules")
     sub = root / "pkg" / "mod"
     sub.mkdir(parents=True)

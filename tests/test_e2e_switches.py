@@ -38,7 +38,9 @@ def connect(port):
 def switching_bob(spawn_bob, tmp_path, listener):
     def start(capabilities=BOOLEAN, **more):
         turns = [{"match": "try", "replies": [bash(connect(listener)), {"text": "tried"}]},
-                 {"match": "keep a job", "replies": [bash("sleep 60 >/dev/null 2>&1 &"), {"text": "kept"}]}]
+                 {"match": "keep a job", "replies": [bash("sleep 60 >/dev/null 2>&1 &"), {"text": "kept"}]},
+                 {"match": "leave a relay", "replies": [bash("setsid sleep 60 >/dev/null 2>&1 < /dev/null &"),
+                                                        {"text": "left"}]}]
         path = tmp_path / "script.json"
         path.write_text(json.dumps({"turns": turns}))
         bob = spawn_bob({**CONFIG, "model": {"provider": "script", "script": str(path)}, **more})
@@ -105,3 +107,19 @@ def test_a_saved_switch_is_restored_only_towards_less_network(switching_bob, wor
     loaded, _ = again.call("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
     assert network_option(loaded["result"])["currentValue"] is False
     assert tried(again, sid).startswith("refused")
+
+
+def test_turning_the_network_off_ends_the_jobs_that_have_it(switching_bob, workdir):
+    """A job started while the network was on keeps it: a relay later commands could use. So
+    turning the network off ends the sandbox and its jobs at once, and says so."""
+    from test_e2e_sandbox import sandboxes_of
+
+    bob = switching_bob(tools={"sandbox": "workspace", "sandboxNetwork": True})
+    sid = bob.result("session/new", {"cwd": str(workdir), "mcpServers": []})["sessionId"]
+    bob.prompt(sid, "leave a relay", answer=allow)
+    assert sandboxes_of(bob.pid), "the job keeps its sandbox"
+    response, frames = switch(bob, sid, False)
+    said = [u["title"] for u in updates(frames, "notice")]
+    assert any("the jobs still running in the sandbox, which had the network, were ended" in t for t in said), said
+    assert not sandboxes_of(bob.pid)
+    assert tried(bob, sid).startswith("refused")

@@ -224,7 +224,7 @@ def test_a_sandboxed_command_in_the_editors_terminal_runs_in_the_sessions_sandbo
 
     assert run(bob_env, str(workdir), client, body, caplog).stop_reason == "end_turn"
     _, command, args, cwd, variables, limit = client.requests[0]
-    from bob_acp.sandbox.children import PYTHON_FLAGS
+    from bob_acp.processes.children import PYTHON_FLAGS
 
     assert args[:5] == [*PYTHON_FLAGS, sandbox_module.LAUNCHER] and "--join" in args
     result = outputs(client)[0]

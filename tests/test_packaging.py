@@ -74,7 +74,7 @@ def test_the_sdist_and_wheel_pass_twine_check(dist):
     assert result.returncode == 0, result.stdout + result.stderr
     import zipfile
     names = zipfile.ZipFile(wheel).namelist()
-    for needed in ("bob_acp/sandbox/supervisor.py", "bob_acp/sandbox/launcher.py", "bob_acp/sandbox/confine.py",
+    for needed in ("bob_acp/processes/supervisor.py", "bob_acp/sandbox/launcher.py", "bob_acp/sandbox/confine.py",
                    "bob_acp/shipped_skills/bg-jobs/scripts/job", "bob_acp/data/demo.yaml"):
         assert needed in names, needed
     metadata = next(n for n in names if n.endswith("/METADATA"))

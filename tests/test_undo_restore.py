@@ -130,3 +130,26 @@ def test_current_never_reads_through_a_link_on_the_way(tmp_path):
     assert current(str(tmp_path / "root"), "d/f", 1 << 20) == "blocked"
     assert current(str(tmp_path / "root"), "d", 1 << 20) == {"type": "link", "blob": blob_id(
         os.fsencode(str(tmp_path / "outside")))}
+
+
+def test_a_name_is_taken_out_as_itself_and_never_through_a_bob_folder_that_is_a_link(tmp_path):
+    """files.beneath.move_beneath, as the sandbox takes a planted name out: a link is moved as the
+    link (its target stays), and a `.bob` that is a link (made by a command where no namespace
+    protects it) is never gone through: nothing leaves the project."""
+    from bob_acp.files.beneath import OutsideRoot, move_beneath
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("mine\n")
+    elsewhere.mkdir()
+    (project / "AGENTS.md").symlink_to("src")
+    move_beneath(str(project), "AGENTS.md", ".bob/planted/one/AGENTS.md")
+    kept = project / ".bob" / "planted" / "one" / "AGENTS.md"
+    assert kept.is_symlink() and (project / "src" / "app.py").read_text() == "mine\n"
+    (project / ".bob").rename(project / ".bob-away")
+    (project / ".bob").symlink_to(elsewhere)
+    (project / "sub").mkdir()
+    (project / "sub" / ".git").mkdir()
+    with pytest.raises(OutsideRoot):
+        move_beneath(str(project), "sub/.git", ".bob/planted/two/sub/.git")
+    assert (project / "sub" / ".git").is_dir() and list(elsewhere.iterdir()) == []

@@ -60,6 +60,11 @@ class Opener:
         for warning in catalog.warnings:
             self.log.warning(f"[acp] session {sid}: {warning}")
         conv = engine.new_conversation(ws, catalog, stored, toolset, prompt)
+        for path in system_prompt.doubted_agents(ws):
+            conv.notices.append(f"{path} was not read: a sandboxed command or a job it left running may have written "
+                                "it since you last saved it. Look at it; if it says what you want, save it again and "
+                                "start a new session.")
+            self.log.warning(f"[acp] session {sid}: {path} not read (doubted: a sandboxed command may have written it)")
         conv.client = self.client_port(sid, runtime)
         if cfg.tools.checkpoints:
             self._checkpoints(sid, conv, cfg, records)

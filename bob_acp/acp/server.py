@@ -252,7 +252,7 @@ class AgentServer:
         """What this machine gives a sandbox, asked once before the first session needs it."""
         if self.cfg.tools.sandbox != "off":
             from bob_acp import sandbox
-            from bob_acp.sandbox import children
+            from bob_acp.processes import children
 
             children.protect()
             sandbox.machine(bool(self.cfg.tools.sandboxNetwork))

@@ -116,7 +116,7 @@ class Session:
             self.conv.checkpoints.close()
         if self.conv.sandbox is not None:
             self.conv.sandbox.end()
-        children = loaded("bob_acp.sandbox.children")
+        children = loaded("bob_acp.processes.children")
         if self.conv.owner and children is not None:
             _off_thread(children.end_orphans, "bob-session-orphans", self.conv.owner)
         if self.mcp is not None:

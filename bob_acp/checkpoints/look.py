@@ -25,7 +25,9 @@ from typing import Callable
 
 from bob_acp.checkpoints import ignore
 
-SKIPPED_AT_ROOT = frozenset({".bob", ".git"})  # Bob's own folder, the project's repository
+# What /undo never writes (restore.never_written), so never recorded: the project's repository and
+# Bob's folder, and AGENTS.md; with an empty .gitmodules at a root (a sandbox's placeholder).
+NEVER_RECORDED = frozenset({".bob", ".git", "AGENTS.md"})
 NESTED_ENTRIES = 20000  # entries of a repository inside whose status is looked at, at most
 RACY_NS = 50_000_000  # a file changed this close to the look is read again at the next one
 
@@ -104,13 +106,15 @@ def _folder(fd: int, folder: str, rules: tuple[ignore.Rules, ...], found: Found,
         return
     for entry in entries:
         name = entry.name
-        if not folder and name in SKIPPED_AT_ROOT or name == ".git":
+        if name in NEVER_RECORDED:
             continue
         path = prefix + name
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue  # (gone since the folder was read)
+        if path == ".gitmodules" and info.st_size == 0:
+            continue
         kind = stat.S_IFMT(info.st_mode)
         is_folder = kind == stat.S_IFDIR
         if rules and _ignored(rules, path, name, is_folder):

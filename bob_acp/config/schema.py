@@ -140,7 +140,11 @@ class Tools(Section):
                        "are asked | best-effort: what the kernel gives, unasked in sandboxed mode",
                        choices=("off", "workspace", "best-effort"), full="workspace")
     sandboxNetwork: bool = key(False, "under the sandbox: the network (TCP and UDP to any host, localhost "
-                               "included); other programs' UNIX sockets stay hidden")
+                               "included); other programs' UNIX sockets stay unreachable")
+    sandboxUnixSockets: str = key("deny", "under the sandbox: deny: no command can make a UNIX socket (a seccomp "
+                                  "filter; socketpair stays), so no other program's (ssh-agent, Docker, D-Bus, tmux) "
+                                  "is reachable | allow: commands may make and reach UNIX sockets",
+                                  choices=("deny", "allow"))
     sandboxHide: list[str] = key(["~/.ssh", "~/.aws", "~/.gnupg", "~/.netrc", "~/.config/gh", "~/.docker/config.json",
                                   "~/.kube"], "under the sandbox: paths hidden from commands (an empty folder or "
                                  "file in their place), beside Bob's own secrets, which always are: its key "

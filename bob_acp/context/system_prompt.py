@@ -4,6 +4,8 @@ built-in ones, the skills, and the project's AGENTS.md files.
 AGENTS.md is project content, hence untrusted: each one is read only when it is a regular file
 whose real path (links resolved) lies inside the project (the git root, else the cwd), without
 ever blocking on it (a FIFO named AGENTS.md), within its cap; read again at every session/new.
+One that a sandboxed command or its job may have written since the user last saved it is not
+read at all (`doubted`): the session says so instead.
 """
 
 from __future__ import annotations
@@ -86,10 +88,30 @@ def agents_files(cwd: str) -> list[tuple[str, str]]:
     found = []
     for folder in reversed(holding):
         path = os.path.join(folder, "AGENTS.md")
+        if path in doubted([path]):
+            continue
         text = _agents_md(path, real_root)
         if text:
             found.append((path, text))
     return found
+
+
+def doubted(paths: list[str]) -> list[str]:
+    """Those of these AGENTS.md files that a sandboxed command or its job may have written since
+    the user last saved them (bob_acp.sandbox.reserve): not read."""
+    from bob_acp.files import bobdir
+    from bob_acp.sandbox import reserve
+
+    state = bobdir.user_state()
+    return [path for path in paths if reserve.doubted(state, path)]
+
+
+def doubted_agents(ws: Workspace) -> list[str]:
+    """The AGENTS.md files a session in `ws` would read but does not, being doubted (said)."""
+    found = []
+    for root in (ws.cwd, *ws.more):
+        found += [os.path.join(folder, "AGENTS.md") for folder in _walk(root)[1]]
+    return doubted(list(dict.fromkeys(found)))
 
 
 def _walk(cwd: str) -> tuple[str, list[str]]:
@@ -98,13 +120,24 @@ def _walk(cwd: str) -> tuple[str, list[str]]:
     for _ in range(MAX_LEVELS):
         if os.path.lexists(os.path.join(folder, "AGENTS.md")):
             holding.append(folder)
-        if os.path.lexists(os.path.join(folder, ".git")):
+        if _repository(os.path.join(folder, ".git")):
             return folder, holding
         parent = os.path.dirname(folder)
         if parent == folder:
             break
         folder = parent
     return cwd, [f for f in holding if f == cwd]
+
+
+def _repository(dot_git: str) -> bool:
+    """Whether a `.git` is there and is not an empty folder (a sandbox's placeholder, which git
+    itself looks past)."""
+    if not os.path.lexists(dot_git):
+        return False
+    try:
+        return os.path.islink(dot_git) or not os.path.isdir(dot_git) or bool(os.listdir(dot_git))
+    except OSError:
+        return True
 
 
 def _agents_md(path: str, real_root: str) -> str:

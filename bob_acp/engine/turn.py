@@ -139,7 +139,7 @@ _labels = random.Random(os.urandom(16))  # distinct, not secret (see sessions.ne
 
 
 def new_owner() -> str:
-    """A session's label for the processes its commands start (bob_acp.sandbox.children reads it)."""
+    """A session's label for the processes its commands start (bob_acp.processes.children reads it)."""
     return f"session-{_labels.getrandbits(48):012x}"
 
 

@@ -267,3 +267,14 @@ class Place:
 def _is_link(dir_fd: int, name: str) -> bool:
     info = _lstat(dir_fd, name)
     return info is not None and stat.S_ISLNK(info.st_mode)
+
+
+def move_beneath(root: str, relative: str, destination: str) -> None:
+    """The name `relative` itself (a link moved as the link, a folder with what it holds) renamed
+    to `destination`, both beneath `root` and reached without following any link (the folders
+    of `destination` made 0700 on the way): never a link's target, never out of the root, never
+    through a folder a link stands in for."""
+    with Place(root, relative) as source, Place(root, destination, make=True, folder_mode=0o700) as target:
+        if source.lstat() is None:
+            raise FileNotFoundError(errno.ENOENT, "not there any more", relative)
+        os.rename(source.name, target.name, src_dir_fd=source._folder(), dst_dir_fd=target._folder())

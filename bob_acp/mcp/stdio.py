@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from bob_acp import jsontext
 from bob_acp.jsonrpc.streams import Writer
 from bob_acp.mcp.connection import EndpointConnection, closed, opened
-from bob_acp.sandbox import children
+from bob_acp.processes import children
 
 if TYPE_CHECKING:
     from bob_acp.log import Logger

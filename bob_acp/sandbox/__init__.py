@@ -8,10 +8,11 @@ be made (cgroup.py). Its commands join it (`run --join`), so a server one comman
 as a background job is there for the next; it ends with the turn when nothing of it runs (an
 idle session holds no process), else when the job or the session ends. Inside: writes only in
 the session's folders and a /tmp of its own (Landlock, else a read-only view); .git, .bob,
-AGENTS.md and Bob's own installation read-only; no UNIX socket of another program (a /tmp
-and a /run/user of its own, /dev/null over the sockets of programs outside); a loopback and no
-other network; no signal to or trace of anything outside; no capabilities; limits on processes
-and memory; no core dumps.
+AGENTS.md and Bob's own installation read-only, the missing .git, .gitmodules and AGENTS.md at a
+root reserved (reserve.py); no UNIX socket made and no set-ID bit set (seccomp); a /tmp, a
+/dev/shm and a /run/user of its own; a loopback and no other network; no signal to or trace of
+anything outside; no capabilities; limits on processes and memory; no core dumps. Prevention,
+not a clean-up: what no kernel refuses by name (a repository below a root) is said at once.
 
 Where the kernel cannot give all of that, `coverage()` says what is missing: the start-up line
 and `--check` show it, commands are asked before they run (unless `tools.sandbox: best-effort`),
@@ -19,8 +20,9 @@ and a command that runs with nothing confining it is never labelled sandboxed.
 
 The package's rooms: kernel.py (what this machine gives, what a configuration covers), box.py
 (a session's sandbox), names.py (what it guards in a project), policy.py (what runs where, and
-what is asked), cgroup.py (a session's memory bound), children.py and supervisor.py (every
-process Bob starts, and its end), and the launcher (launcher.py, with confine.py: standard
+what is asked), reserve.py (the names reserved at the roots while a sandbox lives), plants.py
+(what its commands make below a root, which no kernel refuses by name), cgroup.py
+(a session's memory bound), and the launcher (launcher.py, with confine.py: standard
 library only, run as `python -I -S`).
 """
 

@@ -1,35 +1,49 @@
 """One session's sandbox (`Sandbox`): its host made at a turn's first command and ended with the
-turn when nothing of it runs, the launcher command each command starts with, what is protected
-and hidden in it, the look at what its commands and their jobs plant, and the watch while it
-lives (sockets bound outside, plants between commands, jobs that end)."""
+turn when nothing of it runs, the launcher command each command starts with, what is protected,
+reserved and hidden in it, and the look at what its commands make that no kernel can refuse by
+name (a repository or an AGENTS.md below a root).
+
+What it prevents, the kernel refuses (launcher.py, confine.py): the names at the roots are
+read-only or reserved (reserve.py), sockets and set-ID bits refused by seccomp. What it cannot
+prevent is said at once: a name a command made below a root is taken out when the command ends;
+one that appeared while only a job ran is left (the user may have made it) and doubted."""
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
+import stat
 import sys
 import tempfile
 import threading
 
 from bob_acp import threads
+from bob_acp.processes.children import PYTHON_FLAGS
 from bob_acp.sandbox.cgroup import Cgroup
-from bob_acp.sandbox.children import PYTHON_FLAGS
 from bob_acp.sandbox.kernel import LAUNCHER, PROBE_TIMEOUT, Coverage, abi, coverage, limits_of, machine
-from bob_acp.sandbox.names import PLANTED_NAMES, PROTECTED_NAMES, gitdir, nested_repositories, secrets_of
+from bob_acp.sandbox.names import (
+    PLANTED_NAMES,
+    PROTECTED_NAMES,
+    Signature,
+    gitdir,
+    nested_repositories,
+    secrets_of,
+)
+from bob_acp.sandbox.plants import Plants
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from typing import Any
 
     from bob_acp.config import Config
     from bob_acp.files.workspace import Workspace
     from bob_acp.log import Logger
+    from bob_acp.sandbox.reserve import Reservation
 
 HOST_TIMEOUT = 15.0
-SOCKET_WATCH = 0.25  # seconds between looks for a socket bound outside while a sandbox lives
-NAMESPACES_EVERY = 16  # looks between two walks of /proc for network namespaces
+HELD_NAMES = frozenset(PROTECTED_NAMES + PLANTED_NAMES)  # at a root: read-only or reserved inside
+JOBS_WATCH = 1.0  # seconds between looks whether the jobs a resting sandbox was kept for have ended
 
 
 class Sandbox:
@@ -40,6 +54,7 @@ class Sandbox:
         self.roots = ws.roots
         self.cwd = ws.cwd
         self.network = bool(cfg.tools.sandboxNetwork)
+        self.unix_sockets = cfg.tools.sandboxUnixSockets == "allow"
         self.best_effort = cfg.tools.sandbox == "best-effort"
         self.processes, self.memory = limits_of(cfg)
         self.owner = owner
@@ -51,17 +66,16 @@ class Sandbox:
         self._host_pid: int | None = None
         self._host_in: Any = None  # the init's standard input: closed, the sandbox ends
         self._host_watch: int = -1  # a pidfd of the init (readable once it has ended)
+        self._host_network = self.network  # whether the current host was made with the network
         self._failed: str | None = None
+        self._unreserved: list[str] = []  # why names could not be reserved (its commands are asked)
         self._ended = False
-        self.last_look: frozenset[str] | None = None  # the planted names after the last command (planted())
+        self.plants = Plants(self.roots, self.cwd, self._say)  # what its commands make below a root
         self._nested: list[str] | None = None  # the .git of each repository inside a root (submodules too)
-        self._repositories: frozenset[str] | None = None  # those when the current host was made
-        self.jobs_after = False  # whether jobs of the sandbox still ran after the last command
-        self._watch_stop = threading.Event()  # set: the watch of the current host ends
-        self._look_lock = threading.Lock()  # one look at planted names at a time (a command's, the watch's)
-        self._command_runs = False
         self._resting = False  # kept after its turn for a job still running (ended when the jobs end)
-        self._unsaid: list[str] = []  # what the watch took out, for the model at the next command
+        self._watching = False  # a thread looks whether the jobs a resting sandbox was kept for have ended
+        self._watch_stop = threading.Event()  # set: that thread ends
+        self._reservation: Reservation | None = None  # the names reserved while its host lives
         self.on_planted: Callable[[list[str]], None] | None = None  # the user told at once (the session's news)
         self._cgroup: Cgroup | None = None  # the memory its commands share (made with its first host)
         self._cgroup_tried = False
@@ -75,7 +89,7 @@ class Sandbox:
 
     @property
     def complete(self) -> bool:
-        return self.coverage.complete and self._failed is None
+        return self.coverage.complete and self._failed is None and not self.unheld()
 
     def unasked(self) -> bool:
         """Whether `sandboxed` mode may run a command in it without asking: all it promises
@@ -84,7 +98,7 @@ class Sandbox:
 
     def partial(self) -> str | None:
         """What it lacks, in one line (None: nothing)."""
-        missing = list(self.coverage.missing) + ([self._failed] if self._failed else [])
+        missing = list(self.coverage.missing) + ([self._failed] if self._failed else []) + self.unheld()
         return "; ".join(missing) or None
 
     def refusal(self) -> str | None:
@@ -97,26 +111,31 @@ class Sandbox:
 
     def set_network(self, on: bool) -> str:
         """The session's choice of network for its commands, from the next one (its own, on an
-        editor's switch); what is said of it. Off: a command joining a sandbox made with the
-        network gets a network namespace of its own. On: a sandbox made without it ends (idle)
-        or, while a job of it runs, stays for the job, and the network comes with the next one."""
+        editor's switch); what is said of it. Off: a sandbox made with the network ends now, with
+        every job it still runs (a job keeps the network it started with: a relay for later
+        commands). On: a sandbox made without it ends (idle) or, while a job of it runs, stays
+        for the job, and the network comes with the next one."""
         with self._lock:
             if on == self.network:
                 return ""
             self.network = on
             self.machine = machine(on)
-            self.coverage = Coverage(self.machine, on, self.processes, self.memory)
-            kept = on and self._host_pid is not None and self._host_alive() and self.jobs_running()
-            closed = on and not kept and self._host_pid is not None
-            last = self.last_look
+            self.coverage = Coverage(self.machine, on, self.processes, self.memory, self.unix_sockets)
+            alive = self._host_pid is not None and self._host_alive()
+            jobs = alive and self.jobs_running()
+            kept = on and jobs
+            # (off: a host made with the network ends, its jobs with it; on: one without, if idle)
+            closed = self._host_pid is not None and (not kept if on else self._host_network)
             if closed:
                 self._close_host()
-        if closed:  # (nothing of it runs any more: the look at what it planted is final)
-            said = self._final_look(last)
+        if closed:  # (nothing of it runs any more: the look at what it made is final)
+            said = self._final_look()
             if said and self.on_planted is not None:
                 self.on_planted(said)
         if not on:
-            return "off for this session's commands, from the next one"
+            ended = (", and the jobs still running in the sandbox, which had the network, were ended"
+                     if jobs and closed else "")
+            return f"off for this session's commands, from the next one{ended}"
         if kept:
             return ("on for this session's commands once the job still running in the sandbox has ended: until "
                     "then, commands join it, without the network")
@@ -140,58 +159,27 @@ class Sandbox:
             launcher += ["--write", folder]
         if not self.network:
             launcher.append("--no-network")
+        if self.unix_sockets:
+            launcher.append("--unix-sockets")
         if self.best_effort:
             launcher.append("--best-effort")
         return launcher + ["--memory", str(self.memory), "--", *argv]
 
     def _joining(self, pid: int) -> list[str]:
         """The launcher's options to enter the sandbox, covering what appeared since it was made."""
-        options = ["--join", str(pid)]
+        return ["--join", str(pid), *self._guarding()]
+
+    def _guarding(self) -> list[str]:
+        """The launcher's options for what is protected and hidden."""
+        options: list[str] = []
         for path in self.protected():
             options += ["--protect", path]
-        for path in self.hidden():
+        hidden, kept = self.hidden()
+        for path in hidden:
             options += ["--hide", path]
+        for path in kept:
+            options += ["--keep", path]
         return options
-
-    def _watch(self, pid: int, stop: threading.Event) -> None:
-        """While the sandbox lives (a turn, or a job left running), every SOCKET_WATCH: a socket
-        a program outside binds meanwhile is covered in it, not only at the next command; what a
-        job plants between commands is taken out."""
-        from bob_acp.sandbox import confine
-
-        try:
-            namespace = os.stat(f"/proc/{pid}/ns/pid").st_ino
-        except OSError:
-            return
-        tables = confine.network_namespaces()
-        seen = {inode for _path, inode in confine.listening_sockets(tables)}
-        for look in itertools.count(1):
-            if stop.wait(SOCKET_WATCH):
-                return
-            try:
-                if look % NAMESPACES_EVERY == 0:  # (walks of /proc, now and then: a new container, jobs ended)
-                    tables = confine.network_namespaces()
-                    self._end_when_jobs_end()
-                    if stop.is_set():
-                        return
-                self._look_between_commands()
-                now = {inode for _path, inode in confine.listening_sockets(tables)}
-                if now - seen and set(confine.socket_holders(now - seen, namespace)) != now - seen:
-                    self._cover(pid)  # (not all of them the sandbox's own)
-                seen = now
-            except Exception as exc:  # noqa: BLE001  (one bad round must not end the watch for good)
-                self._say(f"its watch failed a round: {exc!r}")
-
-    def _cover(self, pid: int) -> None:
-        """The launcher's cover mode: what appeared outside since, covered in the sandbox."""
-        import subprocess
-
-        command = [sys.executable, *PYTHON_FLAGS, LAUNCHER, "cover", *self._joining(pid)]
-        try:
-            subprocess.run(command, env=_plain_env(), cwd="/", stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=HOST_TIMEOUT)
-        except (OSError, subprocess.SubprocessError):
-            pass
 
     def environment(self, env: dict[str, Any] | None) -> dict[str, Any]:
         """The environment a sandboxed command gets: its caches, temporary files and jobs in the
@@ -214,10 +202,16 @@ class Sandbox:
 
     def protected(self) -> list[str]:
         """What stays read-only inside the writable folders: each folder's .git (and the git
-        directory a .git file names), .bob and AGENTS.md, and Bob's own installation."""
+        directory a .git file names), .bob, AGENTS.md and .gitmodules (reserved while missing),
+        what a linked one leads to inside a root, the repositories inside, and Bob's own
+        installation."""
         found: list[str] = []
         for root in self.roots:
-            found += [os.path.join(root, name) for name in PROTECTED_NAMES]
+            for name in dict.fromkeys(PROTECTED_NAMES + PLANTED_NAMES):
+                path = os.path.join(root, name)
+                found.append(path)
+                if os.path.islink(path) and self._inside_root(os.path.realpath(path)):
+                    found.append(os.path.realpath(path))  # (AGENTS.md -> CLAUDE.md: CLAUDE.md read-only too)
             named = gitdir(os.path.join(root, ".git"))
             if named:
                 found.append(named)
@@ -230,101 +224,70 @@ class Sandbox:
         found += [path for path in mine if self._inside(path)]
         return list(dict.fromkeys(found))
 
-    def hidden(self) -> list[str]:
-        """What commands must not see: Bob's own secrets (its key files, its config folder but
-        its skills, its state folder with the checkpoint key, each root's checkpoint store) and
-        tools.sandboxHide; never a path that holds a folder of the session."""
+    def unheld(self) -> list[str]:
+        """Why a protected name at a root cannot be held here (said; its commands are asked): a
+        link leading out of the session's folders, whose target no bind inside them can cover, or
+        a name that could not be reserved."""
+        found = list(self._unreserved)
+        for root in self.roots:
+            for name in dict.fromkeys(PROTECTED_NAMES + PLANTED_NAMES):
+                path = os.path.join(root, name)
+                if os.path.islink(path) and not self._inside_root(os.path.realpath(path)):
+                    found.append(f"{path} is a link to {os.path.realpath(path)}, outside the session's folders: it "
+                                 "cannot be made read-only to commands, so they are asked")
+        return found
+
+    def hidden(self) -> tuple[list[str], list[str]]:
+        """(what commands must not see, what stays visible inside it): Bob's own secrets (its key
+        files, its config folder but its skills, its state folder with the checkpoint key, each
+        root's checkpoint store) and tools.sandboxHide; a file by its whole folder where that
+        folder is its own (~/.docker for ~/.docker/config.json), so that a file saved over it by
+        a rename stays hidden; never a path that holds a folder of the session."""
         from bob_acp import config as config_module
         from bob_acp.files import bobdir
 
-        found = list(self._hide)
         config = os.path.dirname(config_module.default_path(dict(os.environ)))  # (~/.config/bob)
-        try:
-            found += [os.path.join(config, name) for name in sorted(os.listdir(config)) if name != "skills"]
-        except OSError:
-            pass
+        found = [config] + [self._folder_of(path) for path in self._hide]
         found += [os.path.join(root, bobdir.NAME, "checkpoints") for root in self.roots]
         roots = [os.path.realpath(root) for root in self.roots]
-        return [path for path in dict.fromkeys(found)
-                if not any(r == os.path.realpath(path) or r.startswith(os.path.realpath(path).rstrip("/") + "/")
-                           for r in roots)]
+        hidden = [path for path in dict.fromkeys(found)
+                  if not any(r == os.path.realpath(path) or r.startswith(os.path.realpath(path).rstrip("/") + "/")
+                             for r in roots)]
+        return hidden, [os.path.join(config, "skills")]
 
-    def snapshot(self) -> frozenset[str]:
-        """The names that run code or instruct Bob later and exist now (a command can create one
-        that was missing): each root's .git, .gitmodules and AGENTS.md, and the file a linked
-        AGENTS.md names."""
-        found = set()
-        for root in self.roots:
-            for name in PLANTED_NAMES:
-                path = os.path.join(root, name)
-                if os.path.lexists(path):
-                    found.add(path)
-            agents = os.path.join(root, "AGENTS.md")
-            if os.path.islink(agents):
-                target = os.path.realpath(agents)
-                if self._inside(target) and os.path.lexists(target):
-                    found.add(target)
-        return frozenset(found)
+    def _folder_of(self, path: str) -> str:
+        """A hidden file's folder when that folder is a program's own (at least two deep, not the
+        home folder or one above it, holding no folder of the session), else the file itself."""
+        if not os.path.isfile(path):
+            return path
+        real = os.path.realpath(os.path.dirname(path))
+        above = [os.path.realpath(os.path.expanduser("~")), *map(os.path.realpath, self.roots)]
+        if real.count("/") < 2 or any(p == real or p.startswith(real.rstrip("/") + "/") for p in above):
+            return path
+        return real
 
-    def planted(self, before: frozenset[str]) -> list[str]:
-        """What a command (or, `before` being the look after the previous one, a background job of
-        an earlier one) created of those names: taken out of the project into .bob/planted, so
-        that nothing runs it, and said (one line each)."""
-        with self._look_lock:
-            said = self._take_out_since(before)
-            self.jobs_after = self.jobs_running()
-            self._command_runs = False
-        return said
+    def before_command(self) -> tuple[list[str], dict[str, Signature]]:
+        """At a command's start: what a job an earlier one left made since (said); the look."""
+        return self.plants.before(self._unheld)
 
-    def planted_since(self) -> list[str]:
-        """At a command's start: what a job an earlier command left running created since that
-        command ended (taken out, said); what appeared while nothing of the sandbox ran is the
-        user's, and stays."""
-        with self._look_lock:
-            self._command_runs = True
-            if self.last_look is None:
-                return []
-            if not self.jobs_after:
-                self.last_look = self.snapshot()
-                return []
-            return self._take_out_since(self.last_look)
+    def after_command(self, before: dict[str, Signature]) -> list[str]:
+        """At a command's end: what it made below a root, taken out and said."""
+        return self.plants.after(before, self._unheld, self.jobs_running)
 
-    def _take_out_since(self, before: frozenset[str]) -> list[str]:
-        """(Under _look_lock.) The names made since `before`, taken out; with what the watch took
-        out meanwhile, what the model is told now."""
-        said = self._unsaid + [self._take_out(path) for path in sorted(self.snapshot() - before)]
-        self._unsaid = []
-        self.last_look = self.snapshot()
-        return said
+    def bobs_own_write(self) -> contextlib.AbstractContextManager[None]:
+        """Around a write of Bob's own file tools: what it writes is Bob's, not a job's."""
+        return self.plants.own_write()
 
-    def _look_between_commands(self) -> None:
-        """While no command runs but a job an earlier one left does: what the job plants is taken
-        out at once (the user's next `git status` must not find it), told to the user now
-        (on_planted) and to the model at the next command."""
-        if not self._look_lock.acquire(blocking=False):
-            return  # (a command's look, or a write of Bob's waiting on the editor: the next round looks)
-        try:
-            if self._command_runs or not self.jobs_after or self.last_look is None:
-                return
-            new = self.snapshot() - self.last_look
-            if not new:
-                return
-            said = [self._take_out(path) for path in sorted(new)]
-            self._unsaid += said
-            self.last_look = self.snapshot()
-        finally:
-            self._look_lock.release()
-        if self.on_planted is not None:
-            self.on_planted(said)
-
-    @contextlib.contextmanager
-    def bobs_own_write(self) -> Iterator[None]:
-        """Around a write of Bob's own file tools (asked, or in a mode the user chose): an
-        AGENTS.md it creates while a job runs is Bob's, not the job's."""
-        with self._look_lock:
-            yield
-            if self.last_look is not None:
-                self.last_look = self.last_look | self.snapshot()
+    def _unheld(self, paths: list[str], before: dict[str, Signature]) -> list[str]:
+        """Those of `paths` a command could have written: not a name at a root that the host holds
+        read-only or reserved (what changed there is the user's or Bob's own), unless it was a
+        link (only its target is held) or the name could not be reserved."""
+        if self._host_pid is None and self._reservation is None:
+            return paths  # (no namespaces: nothing is held)
+        missed = " ".join(self._reservation.missed) if self._reservation is not None else ""
+        return [path for path in paths
+                if not (os.path.dirname(path) in self.roots and os.path.basename(path) in HELD_NAMES
+                        and not stat.S_ISLNK(before.get(path, (0,))[0]) and path not in missed)]
 
     def jobs_running(self) -> bool:
         """Whether anything of the sandbox's own still runs (a background job of a command)."""
@@ -350,58 +313,53 @@ class Sandbox:
     def rest(self) -> list[str]:
         """The turn is over. A sandbox in which nothing of its own runs ends now, so that an idle
         session holds no process and no descriptor in Bob (the next command makes it again, in
-        some 70 ms); its processes are gone then, so the look at what they planted is final.
-        One where a job still runs stays until the job or the session ends."""
-        return self._end_if_idle(kept_for_jobs=False)
-
-    def _end_when_jobs_end(self) -> None:
-        """Between turns, once the jobs that kept the sandbox have ended: it ends too, and the
-        last look at what they planted is final."""
-        said = self._end_if_idle(kept_for_jobs=True)
-        if said and self.on_planted is not None:
-            self.on_planted(said)
-
-    def _end_if_idle(self, kept_for_jobs: bool) -> list[str]:
-        """The host ended when nothing of it runs but its init, and the final look's lines;
-        `kept_for_jobs`: only a host rest() kept for its jobs (a new turn's command took it back)."""
+        some 70 ms). One where a job still runs stays until the job or the session ends (a
+        thread looks every JOBS_WATCH seconds whether they have)."""
         with self._lock:
-            if self._host_pid is None or self._ended or (kept_for_jobs and not self._resting):
+            if self._host_pid is None or self._ended:
                 return []
             if self.jobs_running():
-                self._resting = True  # (the watch ends it once the jobs have ended)
+                self._resting = True
+                if not self._watching:
+                    self._watching = True
+                    self._watch_stop = threading.Event()
+                    try:
+                        threads.start(self._watch_jobs, f"bob-sandbox-jobs {self.owner}", self._host_pid)
+                    except threads.ThreadLimit:
+                        self._watching = False  # (it ends at the next turn's end, or the session's)
                 return []
-            last = self.last_look
             self._close_host()
-        return self._final_look(last)
+        return self._final_look()
 
-    def _final_look(self, last: frozenset[str] | None) -> list[str]:
-        """Once the sandbox has ended (nothing of it can plant any more): what it created of the
-        names at the roots since `last`, and any repository it made inside (a `.git` at any depth
-        that was not there when the sandbox was made: an editor runs git in each it finds),
-        taken out and said."""
-        said = self.planted(last) if last is not None else []
-        if self._repositories is not None:
-            made = [path for root in self.roots for path in nested_repositories(root)
-                    if path not in self._repositories]
-            said += [self._take_out(path) for path in sorted(made)]
-            self._repositories = None
-        return said
-
-    def _take_out(self, path: str) -> str:
-        from bob_acp.files import bobdir
-        from bob_acp.timestamps import utc_now
-
-        root = next((r for r in self.roots if path == r or path.startswith(r.rstrip("/") + "/")), self.cwd)
-        relative = os.path.relpath(path, root)
-        kept = os.path.join(root, bobdir.NAME, "planted", utc_now().replace(":", ""), relative)
+    def _watch_jobs(self, pid: int) -> None:
+        """While the sandbox rests for a job: once nothing of it runs, it ends, and what its jobs
+        made is said to the user at once (on_planted)."""
         try:
-            os.makedirs(os.path.dirname(kept), mode=0o700, exist_ok=True)
-            os.rename(path, kept)
-        except OSError as exc:
-            self._say(f"{path} was created by a sandboxed command and could not be taken out: {exc.strerror or exc}")
-            return f"{relative} (could not be taken out: {exc.strerror or exc}; check it)"
-        self._say(f"{path} was created by a sandboxed command: taken out to {kept}")
-        return f"{relative} (taken out to {os.path.relpath(kept, root)})"
+            while not self._watch_stop.wait(JOBS_WATCH):
+                with self._lock:
+                    if self._host_pid != pid or not self._resting or self._ended:
+                        return
+                    if self.jobs_running():
+                        continue
+                    self._close_host()
+                said = self._final_look()
+                if said and self.on_planted is not None:
+                    self.on_planted(said)
+                return
+        finally:
+            self._watching = False
+
+    def _final_look(self) -> list[str]:
+        """Once the sandbox has ended (nothing of it can write any more): what its jobs made since
+        the last command, doubted and said; its placeholders released (those someone wrote to
+        since are theirs: said)."""
+        return self.plants.final(self._unheld) + [
+            f"{self.plants.relative(path)} (made empty to reserve the name while the sandbox lived, and written "
+            "since: left as it is)" for path in self._release()]
+
+    def _inside_root(self, real: str) -> bool:
+        return any(real == os.path.realpath(root) or real.startswith(os.path.realpath(root).rstrip("/") + "/")
+                   for root in self.roots)
 
     def _inside(self, path: str) -> bool:
         real = os.path.realpath(path)
@@ -434,7 +392,7 @@ class Sandbox:
             return self._host_pid
 
     def _make_folder(self) -> None:
-        from bob_acp.sandbox import children
+        from bob_acp.processes import children
 
         os.makedirs(self.folder, mode=0o700, exist_ok=True)
         children.keep_on_exit(self.folder)
@@ -445,7 +403,7 @@ class Sandbox:
         import subprocess
 
         from bob_acp.files import bobdir
-        from bob_acp.sandbox import children
+        from bob_acp.processes import children
 
         self._make_folder()
         for root in self.roots:
@@ -454,7 +412,8 @@ class Sandbox:
             except OSError:
                 pass
         self._nested = [path for root in self.roots for path in nested_repositories(root)]  # (the user's, now)
-        self._repositories = frozenset(self._nested)
+        self._unreserved = []
+        self._reserve()
         if not self._cgroup_tried:
             self._cgroup_tried = True
             self._cgroup = Cgroup.make(self.owner, self.memory)
@@ -466,16 +425,17 @@ class Sandbox:
             command += ["--cgroup", self._cgroup.folder]
         for root in self.roots:
             command += ["--write", root]
-        for path in self.protected():
-            command += ["--protect", path]
-        for path in self.hidden():
-            command += ["--hide", path]
+        command += self._guarding()
         for path in self._shown():
             command += ["--show", path]
         if not self.network:
             command.append("--no-network")
-        host = children.spawn(command, self.owner or "sandbox", env=_plain_env(), cwd="/",
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        try:
+            host = children.spawn(command, self.owner or "sandbox", env=_plain_env(), cwd="/",
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        except OSError:
+            self._release()
+            raise
         assert host.stdout is not None
         try:
             if not select.select([host.stdout], [], [], HOST_TIMEOUT)[0]:
@@ -489,14 +449,11 @@ class Sandbox:
         if not report.get("ok"):
             if host.stdin is not None:
                 host.stdin.close()
+            self._release()
             raise OSError(0, str(report.get("error") or "the sandbox's host ended without a word"))
         self._host_pid = int(report["pid"])
         self._host_in = host.stdin
-        self._watch_stop = threading.Event()
-        try:
-            threads.start(self._watch, f"bob-sandbox-watch {self.owner}", self._host_pid, self._watch_stop)
-        except threads.ThreadLimit as exc:
-            self._say(f"sockets bound outside while it lives are covered only at its next command: {exc}")
+        self._host_network = self.network
         try:
             self._host_watch = os.pidfd_open(self._host_pid)
         except (AttributeError, OSError):
@@ -504,6 +461,30 @@ class Sandbox:
         missed = (report.get("have") or {}).get("missed") or []
         if missed:
             self._say("these cannot be made read-only to commands (links, or no permission): " + ", ".join(missed))
+
+    def _reserve(self) -> None:
+        """The protected names missing at the roots reserved for the host's life (reserve.py);
+        one that cannot be is said, and makes the sandbox ask."""
+        from bob_acp.files import bobdir
+        from bob_acp.sandbox import reserve
+
+        try:
+            self._reservation = reserve.reserve(bobdir.user_state(), self.owner or "session", self.roots)
+        except OSError as exc:
+            self._unreserved.append(f"the names .git, .gitmodules and AGENTS.md could not be reserved: "
+                                    f"{exc.strerror or exc}")
+            return
+        if self._reservation.missed:
+            self._unreserved.append("these names cannot be reserved, so a command could create them: "
+                                    + ", ".join(self._reservation.missed))
+
+    def _release(self) -> list[str]:
+        """The reserved names given back (those someone wrote to meanwhile are theirs: left)."""
+        if self._reservation is None:
+            return []
+        left = self._reservation.release()
+        self._reservation = None
+        return left
 
     def _shown(self) -> list[str]:
         """What commands must still see under the real /tmp (the interpreter, its PATH, Bob)."""
@@ -519,14 +500,20 @@ class Sandbox:
         return not select.select([self._host_watch], [], [], 0)[0]
 
     def _close_host(self) -> None:
-        self._watch_stop.set()
+        """The host ended, and waited for: its init ends once every process of its namespace has
+        (the kernel kills them all), so nothing of it writes after this returns."""
+        import select
+
         self._resting = False
+        self._watch_stop.set()
         if self._host_in is not None:
             try:
                 self._host_in.close()  # the init ends, and everything in its namespaces with it
             except OSError:
                 pass
         if self._host_watch >= 0:
+            if not select.select([self._host_watch], [], [], HOST_TIMEOUT)[0]:
+                self._say(f"its processes had not all ended {HOST_TIMEOUT:g} s after it was closed")
             os.close(self._host_watch)
         self._host_pid, self._host_in, self._host_watch = None, None, -1
 
@@ -534,15 +521,16 @@ class Sandbox:
         """The session is over: its sandbox ends (every process in it) and its folder goes."""
         import shutil
 
-        from bob_acp.sandbox import children
+        from bob_acp.processes import children
 
         with self._lock:
             alive = self._host_pid is not None
-            last = self.last_look if alive and self.jobs_running() else None  # (its jobs may plant until they end)
             self._ended = True
             self._close_host()
         if alive:  # its processes are gone now: the last look, final
-            self._final_look(last)
+            said = self._final_look()
+            if said and self.on_planted is not None:
+                self.on_planted(said)
         shutil.rmtree(self.folder, ignore_errors=True)
         children.removed(self.folder)
         if self._cgroup is not None:

@@ -1,14 +1,14 @@
 """The parts of a confinement, for the sandbox's launcher (launcher.py): the kernel's constants,
-mounts and binds, the sockets of programs outside, what is protected, hidden or private, the
-read-only view, capabilities, limits, Landlock and the session's cgroup. Standard library only,
-nothing of Bob imported: the launcher runs it as `python -I -S`. Bob's watch reads sockets with
-it too (box.py)."""
+mounts and binds, what is protected, hidden or private, the read-only view, capabilities,
+limits, Landlock and the seccomp filter (no UNIX socket, no set-ID bit). Standard library only,
+nothing of Bob imported: the launcher runs it as `python -I -S`."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
 import os
+import platform
 import re
 import resource
 import socket
@@ -165,81 +165,6 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sh22x", b"lo", flags | IFF_UP))
 
 
-def network_namespaces() -> dict[int, str]:
-    """{a network namespace's inode: a process in it}, for each one this process can look into."""
-    tables: dict[int, str] = {}
-    for name in ["self"] + [n for n in _listdir("/proc") if n.isdigit()]:
-        try:
-            tables.setdefault(os.stat(f"/proc/{name}/ns/net").st_ino, name)
-        except OSError:
-            continue  # (gone, or another user's)
-    return tables
-
-
-def listening_sockets(tables: dict[int, str] | None = None) -> list[tuple[str, int]]:
-    """(path, socket inode) of every UNIX socket bound to a path, in each network namespace this
-    process can look into (a dev container's docker.sock may be bound in another one); a path
-    bound relative to its program's folder is taken from that program's folder now."""
-    found: list[tuple[str, int]] = []
-    relative: list[tuple[str, int]] = []
-    for pid in (tables or network_namespaces()).values():
-        for path, inode in _unix_table(pid):
-            (found if path.startswith("/") else relative).append((path, inode))
-    if relative:
-        holders = socket_holders({inode for _, inode in relative})
-        for path, inode in relative:
-            try:
-                found.append((os.path.join(os.readlink(f"/proc/{holders[inode]}/cwd"), path), inode))
-            except (KeyError, OSError):
-                continue
-    return found
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []
-
-
-def _unix_table(pid: str) -> list[tuple[str, int]]:
-    try:
-        with open(f"/proc/{pid}/net/unix", "rb") as handle:
-            lines = handle.read().splitlines()[1:]
-    except OSError:
-        return []
-    found = []
-    for line in lines:
-        fields = line.split(None, 7)
-        if len(fields) == 8 and not fields[7].startswith(b"@"):  # (abstract: no path)
-            found.append((os.fsdecode(fields[7]), int(fields[6])))
-    return found
-
-
-def socket_holders(inodes: Collection[int] | None, pid_namespace: int | None = None) -> dict[int, str]:
-    """A process holding each socket inode (of those in the PID namespace given, if one is)."""
-    found: dict[int, str] = {}
-    for name in _listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if pid_namespace is not None and os.stat(f"/proc/{name}/ns/pid").st_ino != pid_namespace:
-                continue
-            entries = os.listdir(f"/proc/{name}/fd")
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                target = os.readlink(f"/proc/{name}/fd/{entry}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inode = int(target[8:-1])
-                if inodes is None or inode in inodes:
-                    found.setdefault(inode, name)
-    return found
-
-
 def mount_points(pid: int | str) -> set[str]:
     """The mount points of process `pid`'s mount namespace (read through the machine's /proc)."""
     points = set()
@@ -253,28 +178,6 @@ def mount_points(pid: int | str) -> set[str]:
     except OSError:
         pass
     return points
-
-
-def own_socket_inodes(pid_namespace: int) -> frozenset[int]:
-    """The socket inodes held by the processes of the PID namespace whose inode is given."""
-    return frozenset(socket_holders(None, pid_namespace))
-
-
-def cover_sockets(sockets: Iterable[tuple[str, int]], skip: Collection[int] = frozenset(),
-                  mounted: Collection[str] = frozenset()) -> int:
-    """/dev/null over each socket path that a program outside the sandbox listens on; how many."""
-    covered = 0
-    for path, inode in sockets:
-        if inode in skip or path in mounted:
-            continue
-        try:
-            if not stat.S_ISSOCK(os.lstat(path).st_mode):
-                continue
-            mount("/dev/null", path, None, MS_BIND)
-            covered += 1
-        except OSError:
-            continue  # gone, or in a folder of the sandbox's own now: nothing of the outside to cover
-    return covered
 
 
 def protect(paths: Iterable[str], mounted: Collection[str] = frozenset()) -> list[str]:
@@ -300,8 +203,9 @@ def protect(paths: Iterable[str], mounted: Collection[str] = frozenset()) -> lis
     return missed
 
 
-def hide(paths: Iterable[str], mounted: Collection[str] = frozenset()) -> list[str]:
-    """Each existing path made invisible: an empty folder no one may read over a folder,
+def hide(paths: Iterable[str], keep: Iterable[str] = (), mounted: Collection[str] = frozenset()) -> list[str]:
+    """Each existing path made invisible: an empty folder no one may read over a folder (or, where
+    a `keep` path lies inside it, a read-only folder holding just that, bound back read-only),
     /dev/null over a file (a link: over what it leads to); the paths that could not be."""
     missed = []
     for path in paths:
@@ -316,12 +220,30 @@ def hide(paths: Iterable[str], mounted: Collection[str] = frozenset()) -> list[s
             continue
         try:
             if stat.S_ISDIR(info.st_mode):
-                mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=000")
+                inside = [k for k in keep if k.startswith(path.rstrip("/") + "/") and os.path.isdir(k)]
+                _hide_folder(path, inside)
             else:
                 mount("/dev/null", path, None, MS_BIND)
         except OSError:
             missed.append(path)
     return missed
+
+
+def _hide_folder(path: str, keep: list[str]) -> None:
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if not keep:
+        mount("tmpfs", path, "tmpfs", MS_RDONLY | flags, "size=4k,mode=000")
+        return
+    kept = [(k, os.open(k, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) for k in keep]  # (before it is covered)
+    try:
+        mount("tmpfs", path, "tmpfs", flags, "size=64k,mode=755")
+        for folder, fd in kept:
+            os.makedirs(folder, exist_ok=True)
+            bind(f"/proc/self/fd/{fd}", folder, read_only=True)
+        mount(None, path, None, MS_REMOUNT | MS_RDONLY | flags)
+    finally:
+        for _folder, fd in kept:
+            os.close(fd)
 
 
 def private_tmp(private: str, visible: Iterable[tuple[str, bool]]) -> None:
@@ -485,3 +407,93 @@ def landlock(folders: Iterable[str], deny_tcp: bool, best_effort: bool) -> list[
     finally:
         os.close(ruleset)
     return missing
+
+
+# ---- seccomp: what the kernel refuses by system call ---------------------------------------------
+#
+# A filter of classic BPF over struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]}: no UNIX
+# socket can be made (socketpair stays: asyncio and multiprocessing use it), as Anthropic's
+# sandbox-runtime does for Claude Code; no file gets a set-user-ID or set-group-ID bit (chmod and
+# its kin, a create's mode); io_uring and openat2, whose arguments a filter cannot read, are
+# refused. A call of another architecture (i386 through int 0x80, x32) is refused whole.
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
+LD_ABS, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
+AF_UNIX, SETID_BITS, CREATES = 1, 0o6000, 0o100 | 0o20000000  # O_CREAT, __O_TMPFILE
+X32_BIT = 0x40000000
+ARCHES = {  # machine: (AUDIT_ARCH_*, {call: number})
+    "x86_64": (0xC000003E, {"socket": 41, "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "open": 2,
+                            "openat": 257, "creat": 85, "mknod": 133, "mknodat": 259, "openat2": 437,
+                            "io_uring_setup": 425}),
+    "aarch64": (0xC00000B7, {"socket": 198, "fchmod": 52, "fchmodat": 53, "fchmodat2": 452, "openat": 56,
+                             "mknodat": 33, "openat2": 437, "io_uring_setup": 425}),
+}
+MODE_ARG = {"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "creat": 1, "mknod": 1, "mknodat": 2}
+CREATE_ARGS = {"open": (1, 2), "openat": (2, 3)}  # (flags, mode)
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def _arg(index: int) -> int:
+    return 16 + 8 * index  # (the low 32 bits of args[index], little-endian)
+
+
+def seccomp_program(unix_sockets: bool) -> list[tuple[int, int, int, int]] | None:
+    """The filter's instructions for this machine (None: no filter is known for it)."""
+    known = ARCHES.get(platform.machine())
+    if known is None:
+        return None
+    arch, calls = known
+    deny, nosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
+    program = [(LD_ABS, 0, 0, 4), (JEQ, 1, 0, arch), (RET, 0, 0, deny), (LD_ABS, 0, 0, 0), (JGE, 0, 1, X32_BIT),
+               (RET, 0, 0, deny)]
+    for name in ("openat2", "io_uring_setup"):
+        program += [(LD_ABS, 0, 0, 0), (JEQ, 0, 1, calls[name]), (RET, 0, 0, nosys)]
+    if not unix_sockets:
+        program += [(LD_ABS, 0, 0, 0), (JEQ, 0, 3, calls["socket"]), (LD_ABS, 0, 0, _arg(0)), (JEQ, 0, 1, AF_UNIX),
+                    (RET, 0, 0, deny)]
+    for name, index in MODE_ARG.items():
+        if name in calls:
+            program += [(LD_ABS, 0, 0, 0), (JEQ, 0, 3, calls[name]), (LD_ABS, 0, 0, _arg(index)),
+                        (JSET, 0, 1, SETID_BITS), (RET, 0, 0, deny)]
+    for name, (flags, mode) in CREATE_ARGS.items():
+        if name in calls:
+            program += [(LD_ABS, 0, 0, 0), (JEQ, 0, 5, calls[name]), (LD_ABS, 0, 0, _arg(flags)),
+                        (JSET, 0, 3, CREATES), (LD_ABS, 0, 0, _arg(mode)), (JSET, 0, 1, SETID_BITS),
+                        (RET, 0, 0, deny)]
+    return program + [(RET, 0, 0, RET_ALLOW)]
+
+
+def seccomp(unix_sockets: bool) -> None:
+    """Install the filter on this process and all it starts (no_new_privs must be set first);
+    Refused when it cannot be had."""
+    program = seccomp_program(unix_sockets)
+    if program is None:
+        raise Refused(f"no seccomp filter is known for {platform.machine()}")
+    filters = (SockFilter * len(program))(*(SockFilter(*item) for item in program))
+    prog = SockFprog(len(program), filters)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise Refused(f"seccomp could not be had: {os.strerror(ctypes.get_errno())}")
+
+
+def seccomp_works() -> bool:
+    """Whether this kernel takes the filter (tried in a child that ends at once)."""
+    child = os.fork()
+    if child == 0:
+        try:
+            seccomp(False)
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+        except Refused:
+            os._exit(1)
+        except OSError:
+            os._exit(0)  # (refused by the filter: it works)
+        os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0

@@ -8,8 +8,8 @@ import os
 import sys
 import threading
 
+from bob_acp.processes.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
 from bob_acp.sandbox import cgroup
-from bob_acp.sandbox.children import PYTHON_FLAGS  # (the launcher runs as the supervisor does)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ NETWORK_SIGNS = ("Network is unreachable", "Could not resolve host", "Couldn't c
 class Machine:
     """What this machine gives a sandbox: the launcher's probe, once per process."""
 
-    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "view", "error", "cut_off")
+    __slots__ = ("landlock", "namespaces", "proc", "pid_max", "private_tmp", "loopback", "view", "seccomp", "error",
+                 "cut_off")
 
     def __init__(self, report: dict[str, Any], cut_off: bool = False):
         self.cut_off = cut_off  # the probe was ended before it answered (Bob shutting down): no answer at all
@@ -45,6 +46,7 @@ class Machine:
         self.private_tmp = bool(have.get("private_tmp"))
         self.loopback = have.get("loopback") is not False
         self.view = bool(have.get("view"))  # no Landlock: every mount but the session's read-only
+        self.seccomp = bool(have.get("seccomp"))  # the filter (no UNIX socket, no set-ID bit) can be had
         self.error = None if self.namespaces else str(report.get("error") or "the probe failed")
 
 
@@ -127,8 +129,8 @@ class Coverage:
     __slots__ = ("held", "missing", "confines", "complete", "limits")
     limits: list[str]
 
-    def __init__(self, found: Machine, network: bool, processes: int, memory: int):
-        from bob_acp.sandbox import children
+    def __init__(self, found: Machine, network: bool, processes: int, memory: int, unix_sockets: bool = False):
+        from bob_acp.processes import children
 
         held: list[str] = []
         missing: list[str] = []
@@ -145,14 +147,20 @@ class Coverage:
             where += " (no Landlock here: every other mount is read-only to commands)"
         item(self.confines, where,
              "no Landlock, and no namespace to make the rest read-only: writes are not confined")
-        item(ns, ".git, .bob, AGENTS.md and Bob's own installation read-only",
+        item(ns, ".git, .bob, AGENTS.md and Bob's own installation read-only, and .git, .gitmodules and AGENTS.md "
+             "reserved where missing (no command can create them at a root)",
              "no namespaces: .git, .bob and AGENTS.md stay writable to commands")
         item(ns, "Bob's keys, configuration, state and checkpoint store, and tools.sandboxHide (~/.ssh, ~/.aws …) "
              "hidden", "no namespaces: Bob's keys and the user's credentials (~/.ssh …) are readable by commands")
-        item(ns and (not network or found.landlock >= SCOPES_ABI),
-             "no UNIX socket of another program (tmux, D-Bus, Docker, ssh-agent)",
-             "no namespaces: the UNIX sockets of other programs (tmux, D-Bus, Docker, ssh-agent) are reachable"
-             if not ns else f"Landlock ABI {found.landlock}: abstract UNIX sockets of other programs are reachable")
+        if unix_sockets:
+            held.append("UNIX sockets allowed (tools.sandboxUnixSockets: allow): other programs' sockets (tmux, "
+                        "D-Bus, Docker, ssh-agent) are reachable")
+        else:
+            item(found.seccomp, "no UNIX socket can be made (seccomp): no other program's (tmux, D-Bus, Docker, "
+                 "ssh-agent) is reachable", "no seccomp filter here: the UNIX sockets of other programs (tmux, D-Bus, "
+                 "Docker, ssh-agent) are reachable")
+        item(found.seccomp, "no set-user-ID or set-group-ID file can be made (seccomp)",
+             "no seccomp filter here: a command can make a set-user-ID file")
         if network:
             held.append("network on: TCP and UDP to any host, this machine's own services (localhost) included")
         else:
@@ -195,7 +203,7 @@ def limits_of(cfg: Config) -> tuple[int, int]:
 
 def coverage(cfg: Config) -> Coverage:
     network = bool(cfg.tools.sandboxNetwork)
-    return Coverage(machine(network), network, *limits_of(cfg))
+    return Coverage(machine(network), network, *limits_of(cfg), unix_sockets=cfg.tools.sandboxUnixSockets == "allow")
 
 
 def status(cfg: Config) -> tuple[str, bool] | None:

@@ -9,26 +9,23 @@ Modes:
   namespace, an IPC namespace and (with `--no-network`) a network namespace that has nothing
   but its own loopback. Inside, /tmp is the session's own folder (`--private-tmp`), the
   `--protect` paths are bound read-only, the `--hide` paths are covered (an empty folder no one
-  may read, or /dev/null), /run/user/<uid> and /dev/shm are private, and every
-  UNIX socket that a program outside listens on is covered by /dev/null. One JSON line on
+  may read, or /dev/null), /run/user/<uid> and /dev/shm are private. One JSON line on
   stdout says what it made (`{"ok": …, "pid": <the namespace's init>, "have": {…}}`); the
   init lives as long as its standard input is open, and everything in the namespace ends with
   it (the kernel kills a PID namespace whose init ends). With `--cgroup FOLDER` it joins the
   session's memory cgroup first; where the kernel has no Landlock, it makes every mount
   read-only but the `--write` folders and its own (`"view": true`).
 - `run`: run PROGRAM confined. With `--join PID` it enters the host's namespaces first (covering
-  what appeared since: new protected paths, new sockets outside), then forks PROGRAM into them;
+  what appeared since: new protected or hidden paths), then forks PROGRAM into them;
   without, it confines itself with what the kernel gives (the fallback where namespaces cannot
   be had). PROGRAM runs with no capabilities, `no_new_privs`, a core limit of 0, the process
   and memory limits given, and Landlock: writes only beneath the `--write` folders (and the
   private ones), no signal to or trace of anything outside its sandbox, no abstract UNIX
-  socket outside it (ABI 6), and, outside a network namespace, no TCP (ABI 4). With `--view`
+  socket outside it (ABI 6), and, outside a network namespace, no TCP (ABI 4); then a seccomp
+  filter: no UNIX socket made (unless `--unix-sockets`), no set-user-ID or set-group-ID bit set,
+  no io_uring or openat2 (whose arguments no filter can read). With `--view`
   (no Landlock) the host's read-only view confines writes instead; with `--cgroup FOLDER` the
   program is counted in the session's memory cgroup.
-
-- `cover --join PID`: what `run` covers on entering (sockets, protected and hidden paths that
-  appeared since), without running anything: Bob's watch, while the sandbox lives, for a socket
-  that appears while a command or a job of it runs.
 
 Exit status 126 with one line on stderr when the confinement cannot be had (unless
 `--best-effort`, which then runs PROGRAM with what could be had).
@@ -54,6 +51,7 @@ if TYPE_CHECKING:  # (annotations only: the launcher imports nothing it does not
         protect: list[str]
         show: list[str]
         hide: list[str]
+        keep: list[str]
         network: bool
         best_effort: bool
         join: int | None
@@ -62,7 +60,7 @@ if TYPE_CHECKING:  # (annotations only: the launcher imports nothing it does not
         private_tmp: str | None
         processes: int
         memory: int
-        sockets: list[tuple[str, int]]
+        unix_sockets: bool
 else:  # (run as `python -I -S launcher.py`: -I leaves the script's folder off the path)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import confine
@@ -138,8 +136,7 @@ def set_up_inside(options: Options, uid: int) -> dict[str, Any]:
             pass
     have["private_dirs"] = confine.private_dirs(uid, options["memory"])
     have["missed"] = confine.protect(options["protect"])
-    have["unhidden"] = confine.hide(options["hide"])
-    have["covered"] = confine.cover_sockets(options["sockets"])
+    have["unhidden"] = confine.hide(options["hide"], options["keep"])
     if confine.landlock_abi() < 1:
         own = ["/tmp"] if have["private_tmp"] else []
         left = confine.read_only_view(options["write"], own + have["private_dirs"])
@@ -157,8 +154,6 @@ def set_up_inside(options: Options, uid: int) -> dict[str, Any]:
 
 def host(options: Options, probe: bool = False) -> int:
     """Make a session's sandbox; print what was made; its init lives until stdin ends."""
-    if not probe:
-        options["sockets"] = confine.listening_sockets()  # (read in the machine's network namespace)
     in_cgroup = join_cgroup(options["cgroup"]) if options["cgroup"] else None
     sync_r, sync_w = os.pipe()
     try:
@@ -171,6 +166,8 @@ def host(options: Options, probe: bool = False) -> int:
         os.close(sync_r)
         try:
             report: dict[str, Any] = {"ok": True, "have": set_up_inside(options, uid)}
+            if probe:
+                report["have"]["seccomp"] = confine.seccomp_works()
         except Exception as exc:  # noqa: BLE001  (said to Bob, which then confines with what it can have)
             report = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         os.write(sync_w, json.dumps(report).encode())
@@ -258,23 +255,20 @@ def enter(pid: int) -> int:
 
 def enter_and_cover(options: Options) -> tuple[int, set[str]]:
     """Enter the session's sandbox (`--join`), covering first what appeared since it was made:
-    paths to protect or hide made later (a key written since), sockets of programs outside
-    bound since. Returns the namespaces entered and the mount points there."""
+    paths to protect or hide made later (a key written since). Returns the namespaces entered
+    and the mount points there."""
     join = options["join"]
     if join is None:
         raise confine.Refused("no sandbox to join (--join)")
-    sockets = confine.listening_sockets()  # (read in the machine's namespaces, before leaving them)
     mounted = confine.mount_points(join)
     cwd = os.getcwd()
     try:
-        pid_namespace = os.stat(f"/proc/{join}/ns/pid").st_ino
         flags = enter(join)
     except (OSError, confine.Refused) as exc:
         raise confine.Refused(f"cannot enter the session's sandbox: {exc}") from None
     os.chdir(cwd)  # (entering a mount namespace moves a process to its root)
     confine.protect(options["protect"], mounted)
-    confine.hide(options["hide"], mounted)
-    confine.cover_sockets(sockets, confine.own_socket_inodes(pid_namespace), mounted)
+    confine.hide(options["hide"], options["keep"], mounted)
     return flags, mounted
 
 
@@ -303,6 +297,7 @@ def run(options: Options, program: list[str]) -> int:
     confine.set_limits(0, options["memory"])
     confine.drop_capabilities()
     confine.landlock(folders, deny_tcp, options["best_effort"])
+    filtered(options)
     exec_program(program)
     return 0  # not reached
 
@@ -324,6 +319,7 @@ def run_inside(options: Options, program: list[str], folders: list[str], deny_tc
                 confined_by_view()
             else:
                 confine.landlock(folders, deny_tcp, options["best_effort"])
+            filtered(options)
             exec_program(program)
         except (OSError, confine.Refused) as exc:
             sys.stderr.write(f"bob sandbox: {exc}: not run\n")
@@ -354,6 +350,15 @@ def confined_by_view() -> None:
         raise confine.Refused(f"prctl(NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}")
 
 
+def filtered(options: Options) -> None:
+    """The seccomp filter, last before the program runs (Refused without it, but best-effort)."""
+    try:
+        confine.seccomp(options["unix_sockets"])
+    except confine.Refused:
+        if not options["best_effort"]:
+            raise
+
+
 def exec_program(program: list[str]) -> NoReturn:
     try:
         os.execvp(program[0], program)
@@ -362,17 +367,18 @@ def exec_program(program: list[str]) -> NoReturn:
         os._exit(127)
 
 
-VALUED = ("--write", "--protect", "--show", "--hide", "--join", "--processes", "--memory", "--private-tmp", "--cgroup")
+VALUED = ("--write", "--protect", "--show", "--hide", "--keep", "--join", "--processes", "--memory", "--private-tmp", "--cgroup")
 
 
 def parse(argv: list[str]) -> tuple[str, Options, list[str]]:
-    options: Options = {"write": [], "protect": [], "show": [], "hide": [], "network": True, "best_effort": False,
+    options: Options = {"write": [], "protect": [], "show": [], "hide": [], "keep": [], "network": True, "best_effort": False,
                         "join": None, "view": False, "cgroup": None, "private_tmp": None, "processes": 0, "memory": 0,
-                        "sockets": []}
-    if not argv or argv[0] not in ("probe", "host", "run", "cover"):
-        raise SystemExit("bob sandbox: the first argument is probe, host, run or cover")
+                        "unix_sockets": False}
+    if not argv or argv[0] not in ("probe", "host", "run"):
+        raise SystemExit("bob sandbox: the first argument is probe, host or run")
     mode, index = argv[0], 1
-    flags = {"--no-network": ("network", False), "--best-effort": ("best_effort", True), "--view": ("view", True)}
+    flags = {"--no-network": ("network", False), "--best-effort": ("best_effort", True), "--view": ("view", True),
+             "--unix-sockets": ("unix_sockets", True)}
     while index < len(argv) and argv[index] != "--":
         item, value = argv[index], argv[index + 1] if index + 1 < len(argv) else None
         if item in flags:
@@ -383,7 +389,7 @@ def parse(argv: list[str]) -> tuple[str, Options, list[str]]:
             raise SystemExit(f"bob sandbox: unknown option {item}")
         if value is None:
             raise SystemExit(f"bob sandbox: {item} needs a value")
-        if item in ("--write", "--protect", "--show", "--hide"):
+        if item in ("--write", "--protect", "--show", "--hide", "--keep"):
             options[item[2:]].append(value)  # type: ignore[literal-required]
         elif item in ("--join", "--processes", "--memory"):
             options[item[2:]] = int(value)  # type: ignore[literal-required]
@@ -410,13 +416,6 @@ def main(argv: list[str]) -> int:
             os.close(parent)
     if mode == "host":
         return host(options)
-    if mode == "cover":
-        try:
-            enter_and_cover(options)
-        except confine.Refused as exc:
-            sys.stderr.write(f"bob sandbox: {exc}\n")
-            return confine.NOT_CONFINED
-        return 0
     if not program:
         sys.stderr.write("bob sandbox: no program to run\n")
         return 2

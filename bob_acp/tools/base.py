@@ -62,7 +62,7 @@ class ToolContext:
     skills: dict[str, Any] = field(default_factory=dict)  # name -> bob_acp.context.skills.Skill
     env: dict[str, Any] | None = None  # the environment children start with (None: Bob's own)
     live: "LiveOutput | None" = None  # where a running command reports its output so far
-    owner: str | None = None  # the session's label on the processes its commands start (bob_acp.sandbox.children)
+    owner: str | None = None  # the session's label on the processes its commands start (bob_acp.processes.children)
     sandbox: Sandbox | None = None  # where bash runs confined (None: tools.sandbox off)
     client: Client | None = None  # the editor's files and terminals (None: the disk and Bob's own processes)
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal

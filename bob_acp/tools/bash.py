@@ -21,7 +21,8 @@ from bob_acp import threads
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled, ClientError
 from bob_acp.files.workspace import Workspace
-from bob_acp.sandbox import MiB, Sandbox, children, looks_denied, looks_offline
+from bob_acp.processes import children
+from bob_acp.sandbox import MiB, Sandbox, looks_denied, looks_offline
 from bob_acp.tools import editor_terminal
 from bob_acp.tools.base import LiveOutput, Tool, ToolContext, ToolResult
 
@@ -161,13 +162,12 @@ class BashTool(Tool):
                 except OSError as exc:
                     return ToolResult(f"error: the sandbox cannot run the command: {exc.strerror or exc}", failed=True)
                 env = sandbox.environment(env)
-        earlier = sandbox.planted_since() if sandbox is not None else []  # (a background job of an earlier command)
-        before = sandbox.snapshot() if sandbox is not None else frozenset()
+        earlier, before = sandbox.before_command() if sandbox is not None else ([], {})  # (a job of an earlier one)
         kills = sandbox.memory_kills() if sandbox is not None else 0
         try:
             result = self._run(argv, env, float(timeout), ctx, cancel)
         finally:
-            planted = sandbox.planted(before) if sandbox is not None else []
+            planted = sandbox.after_command(before) if sandbox is not None else []
         result = _confined(result, sandbox, planted, earlier)
         if sandbox is not None and sandbox.memory_kills() > kills:
             result.output += (f"\n[the session's commands reached their memory bound together "
@@ -219,12 +219,11 @@ def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str], e
     elif result.failed and looks_denied(result.output):
         result.output += SANDBOX_NOTE
     if planted:
-        result.output += (f"\n[⚠️ this command created {', '.join(planted)}: such files run code or instruct Bob later "
-                          "(git hooks and config, Bob's skills, AGENTS.md), so Bob took them out of the project; "
-                          "the user can look at them there and put them back]")
+        result.output += (f"\n[⚠️ this command made {', '.join(planted)}: a repository or an AGENTS.md runs code or "
+                          "instructs Bob later, so what it created was taken out of the project (the user can look "
+                          "at it there and put it back)]")
     if earlier:
-        result.output += (f"\n[⚠️ since the previous command, a job it left running created {', '.join(earlier)}: "
-                          "taken out of the project the same way]")
+        result.output += (f"\n[⚠️ since the previous command, while a job it left running ran: {', '.join(earlier)}]")
     return result
 
 

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-from bob_acp.sandbox import supervisor as wire
+from bob_acp.processes import supervisor as wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
