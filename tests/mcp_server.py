@@ -4,7 +4,7 @@
     python mcp_server.py [--record FILE] [--slow-start S] [--garbage] [--no-answer]
     python mcp_server.py --http PORT_FILE [--sse] [--record FILE]
     python mcp_server.py --legacy-sse PORT_FILE [--record FILE] [--foreign-endpoint URL] [--refuse METHOD]
-                         [--no-endpoint]
+                         [--no-endpoint] [--redirect-posts URL]
 
 Tools: echo (read-only), add, slow (sleeps until cancelled), fail (isError), image, grow (adds a
 tool and says so with notifications/tools/list_changed), crash (the server exits), spawn (starts
@@ -279,7 +279,8 @@ def serve_legacy_sse(args) -> None:
             self.end_headers()
             try:
                 if not args.no_endpoint:
-                    endpoint = args.foreign_endpoint or f"/messages?session={sid}"
+                    endpoint = (args.foreign_endpoint or f"/messages?session={sid}").replace(
+                        "{port}", str(httpd.server_address[1]))
                     self.wfile.write(f": hello\n\nevent: endpoint\ndata: {endpoint}\n\n".encode())
                     self.wfile.flush()
                 while True:
@@ -303,6 +304,12 @@ def serve_legacy_sse(args) -> None:
             record({"post": self.path, "headers": dict(self.headers), **message})
             sid = parse_qs(urlsplit(self.path).query).get("session", [""])[0]
             events = streams.get(sid)
+            if args.redirect_posts:
+                self.send_response(307)
+                self.send_header("Location", args.redirect_posts)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
             if events is None:
                 return self.reply(404, b"no such session")
             if args.refuse and message.get("method") == args.refuse:
@@ -342,7 +349,8 @@ def main() -> None:
     parser.add_argument("--noisy", type=int, default=0)  # lines written to stderr at start
     parser.add_argument("--huge", type=int, default=8)  # MiB of the /huge path's tools/call answer
     parser.add_argument("--legacy-sse")
-    parser.add_argument("--foreign-endpoint")
+    parser.add_argument("--foreign-endpoint")  # ({port}: the server's own)
+    parser.add_argument("--redirect-posts")  # every message POST answered 307 to this URL
     parser.add_argument("--refuse")
     parser.add_argument("--no-endpoint", action="store_true")
     args = parser.parse_args()

@@ -146,3 +146,29 @@ def test_each_anthropic_call_of_a_turn_reads_the_previous_calls_prefix_from_the_
     for earlier, later in zip(usages, usages[1:], strict=False):  # every call after the first reads all the one before wrote
         assert later["cache_read_input_tokens"] >= earlier["cache_read_input_tokens"] + earlier["cache_creation_input_tokens"]
     bob.wait_stderr("read from the cache")  # the counts are logged
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_redirect_to_another_origin_is_not_followed_and_said(bob_http, server, provider):
+    """A model server answering 307 to another host would get the whole request again: the key
+    (Anthropic's x-api-key is no Authorization header requests would drop), the configured
+    headers and the conversation. Not followed; the turn fails with what to set. A redirect on
+    the same server is followed."""
+    from fake_model import FakeModelServer
+
+    path = "/v1/chat/completions" if provider == "openai" else "/v1/messages"
+    reply = server.openai_text if provider == "openai" else server.anthropic_text
+    with FakeModelServer() as elsewhere:
+        elsewhere.enqueue(reply("stolen"))
+        server.enqueue(server.status(307, headers={"Location": elsewhere.url + path}))
+        bob, sid = bob_http(provider, name="m", headers={"X-Team-Token": "team-secret-123"})
+        response, frames = bob.prompt(sid, "secret conversation")
+        assert elsewhere.requests == []
+        line = response["error"]["data"]["error"]
+        assert "redirected to another origin" in line and "model.baseUrl" in line, line
+        assert KEY not in json.dumps(frames) + bob.stderr() and "team-secret-123" not in bob.stderr()
+    moved = server.url + "/moved" + path
+    server.enqueue(server.status(307, headers={"Location": moved}), reply("followed"))
+    response, frames = bob.prompt(sid, "again")
+    assert response["result"]["stopReason"] == "end_turn" and "followed" in message_text(frames)
+    assert server.requests[-1]["path"] == "/moved" + path

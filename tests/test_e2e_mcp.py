@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from bob_client import allow, allow_always, updates
+from bob_client import allow, allow_always, message_text, updates
 from procs import wait_gone, wait_present
 
 pytestmark = pytest.mark.e2e
@@ -296,6 +296,30 @@ def test_an_sse_server_naming_another_host_is_refused_and_nothing_is_posted_ther
     assert completed(frames)[0][0] == "failed"  # (no such tool in the session)
 
 
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:{other}\\@127.0.0.1:{port}/messages?session=1",
+                                      "http://user:pw@127.0.0.1:{port}/messages?session=1"])
+def test_an_endpoint_the_parsers_could_read_two_ways_is_refused(mcp_bob, legacy_sse, endpoint):
+    """`http://127.0.0.1:O\\@127.0.0.1:P/msg` is on P for urlsplit and on O for the connection:
+    refused (as is user information), and nothing reaches the other server."""
+    other, elsewhere = legacy_sse()
+    port = other.split(":")[2].split("/")[0]
+    url, received = legacy_sse("--foreign-endpoint", endpoint.replace("{other}", port))
+    bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [sse(url)])
+    assert "named its message endpoint on another host" in bob.stderr()
+    assert [r for r in received() + elsewhere() if "post" in r] == []
+
+
+def test_a_message_post_never_follows_a_redirect(mcp_bob, legacy_sse):
+    """The server answers a message POST with a 307 to another server: not followed (the
+    server's headers would go there), said in the HTTP transport's words."""
+    other, elsewhere = legacy_sse()
+    url, received = legacy_sse("--redirect-posts", other.replace("/sse", "/messages?session=1"))
+    bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [sse(url)])
+    assert [r for r in received() if "post" in r], "Bob posted nothing"
+    assert [r for r in elsewhere() if "post" in r] == []
+    assert "does not follow redirects" in bob.stderr() + message_text(bob.frames)
+
+
 def test_an_sse_server_that_refuses_a_call_says_so_in_the_http_words(mcp_bob, legacy_sse):
     url, _ = legacy_sse("--refuse", "tools/call")
     bob, sid = mcp_bob(calls(("mcp__old__echo", {"message": "x"})), [sse(url)], permissions={"mode": "allow-all"})
@@ -318,3 +342,67 @@ def test_an_sse_event_past_the_bound_ends_the_stream_in_the_http_words(mcp_bob, 
     _, frames = bob.prompt(sid, "go")
     status, output = completed(frames)[0]
     assert status == "failed" and "tools/call: the answer exceeds 4 MiB: not read further" in output
+
+
+def counts(pid: int) -> tuple[int, int]:
+    """(open descriptors, threads) of a process."""
+    return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.parametrize("how", ["refused", "no endpoint"])
+def test_sse_servers_that_fail_to_start_leave_nothing_behind(mcp_bob, legacy_sse, how):
+    """Each failed start (a GET refused, a stream that never names its endpoint) leaves no
+    descriptor and no thread in Bob: hundreds of them leave its counts flat."""
+    url, _ = legacy_sse(*(["--no-endpoint"] if how == "no endpoint" else []))
+    if how == "refused":
+        url = url.replace("/sse", "/nothing-here")
+    bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [sse(url)], mcp={"timeout": 0.2})
+    tries = 200 if how == "refused" else 20
+
+    def start_many(n: int) -> None:
+        for _ in range(n):
+            response, frames = bob.call("session/new", {"cwd": bob.workdir, "mcpServers": [sse(url)]})
+            assert "result" in response, response
+
+    start_many(5)
+    wait_until(lambda: counts(bob.pid)[1] <= counts(bob.pid)[1])  # (settled)
+    before = counts(bob.pid)
+    start_many(tries)
+    wait_until(lambda: counts(bob.pid)[0] <= before[0] + 2 and counts(bob.pid)[1] <= before[1] + 2)
+
+
+def test_an_sse_server_that_dies_while_the_session_is_idle_is_said_at_once(mcp_bob, legacy_sse, tmp_path):
+    """The server process dies between turns: its stream breaks (no traceback in Bob), the user
+    is told at once which server went away and that its tools are gone, and the next turn runs."""
+    url, received = legacy_sse()
+    bob, sid = mcp_bob([{"replies": [{"text": "still here"}]}], [sse(url)])
+    server = next(p for p in psutil_children() if "--legacy-sse" in " ".join(p[1]))
+    os.kill(server[0], 9)
+    deadline = time.monotonic() + 30
+    said = ""
+    while "went away" not in said:
+        assert time.monotonic() < deadline, said
+        frame = bob.read_frame(timeout=max(0.1, deadline - time.monotonic()))
+        if frame.get("method") == "session/update":
+            said += json.dumps(frame["params"]["update"])
+    assert "MCP server 'old' went away" in said and "no longer available" in said
+    response, frames = bob.prompt(sid, "go")
+    assert response["result"]["stopReason"] == "end_turn"
+    assert "Traceback" not in bob.stderr()
+
+
+def psutil_children() -> list[tuple[int, list[str]]]:
+    """(pid, argv) of this test process's children."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    argv = [a.decode() for a in handle.read().split(b"\0") if a]
+            except (OSError, ValueError):
+                continue
+            if parent == os.getpid():
+                found.append((int(name), argv))
+    return found

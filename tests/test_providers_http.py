@@ -397,3 +397,52 @@ def test_a_key_with_a_stray_carriage_return_is_stripped_and_never_shown(tmp_path
     with pytest.raises(ModelError) as info:
         generate(provider)
     assert KEY not in str(info.value) and repr(KEY + "\r")[1:-1] not in str(info.value)
+
+
+def test_the_one_origin_rule_of_every_http_client():
+    """One rule for the providers, the model list, MCP over HTTP and SSE: an origin is read as the
+    connection is made, and a URL the parsers could read two ways is no origin at all."""
+    from bob_acp.providers import httpio
+
+    assert httpio.origin("HTTP://Example.com:80/v1") == ("http", "example.com", 80)
+    assert httpio.same_origin("https://api.x.com/v1/a", "https://api.x.com:443/b")
+    assert not httpio.same_origin("http://127.0.0.1:5/a", "http://127.0.0.1:6/a")
+    for twofold in ("http://127.0.0.1:5\\@127.0.0.1:6/msg", "http://user:pw@127.0.0.1:6/", "http://127.0.0.1:6 /x",
+                    "http://127.0.0.1:6\t@x/"):
+        assert not httpio.same_origin(twofold, "http://127.0.0.1:6/")
+    assert httpio.origin("https://host/models/claude@20240620")[1] == "host"  # (an @ in a path is a path)
+
+
+def test_the_model_list_never_follows_a_redirect_to_another_origin():
+    """setup's and choices: auto's GET /models: a 307 to another server is said, not followed."""
+    import http.server
+    import threading
+
+    from fake_model import FakeModelServer
+
+    from bob_acp.providers import models
+
+    with FakeModelServer() as elsewhere:
+        elsewhere.models = ["stolen"]
+
+        class Redirect(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                self.send_response(307)
+                self.send_header("Location", elsewhere.url + "/v1/models")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            with pytest.raises(ValueError, match="redirect to another origin"):
+                models.list_at(f"http://127.0.0.1:{httpd.server_address[1]}/v1/models", {"Authorization": "Bearer k"})
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+            thread.join(5)
+        assert elsewhere.gets == []

@@ -70,6 +70,8 @@ class Opener:
             self._checkpoints(sid, conv, cfg, records)
         session = Session(sid, conv, catalog, runtime, engine)
         session.mcp = started
+        if started is not None:
+            started.on_problem = lambda: self.report_mcp(session)
         if conv.sandbox is not None:
             conv.sandbox.on_planted = lambda said: self.planted(session, said)
         return session

@@ -37,6 +37,7 @@ class ServerGone(McpError):
 class Connection:
     name = ""
     on_notification: Callable[[str, dict[str, Any]], None] = staticmethod(lambda method, params: None)
+    on_gone: Callable[[str], None] = staticmethod(lambda why: None)  # the server went away by itself: why
     _hidden: list[str] = []  # what an error line must never show (a URL's tokens)
 
     def scrub(self, text: str) -> str:
@@ -119,8 +120,11 @@ def refused(response: requests.Response) -> str | None:
     """Why an HTTP answer is no answer to read (a redirect, an error status), in the words every
     HTTP transport uses, or None."""
     if 300 <= response.status_code < 400:
-        where = urlsplit(response.headers.get("Location") or "")
-        target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
+        try:
+            where = urlsplit(response.headers.get("Location") or "")
+            target = f" to {where.scheme}://{where.hostname}" if where.hostname else ""
+        except ValueError:
+            target = ""
         return (f"the server redirected (HTTP {response.status_code}){target}; Bob does not follow redirects (they "
                 "would carry the server's headers elsewhere): configure the final URL")
     if response.status_code >= 400:

@@ -3,11 +3,12 @@ tools offered to the model through the same Tool interface as bash, ended with t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from bob_acp import __version__, jsontext
 from bob_acp.cancel import Cancel
@@ -172,7 +173,17 @@ class McpSet:
         self._names: dict[tuple[str, str], str] = {}
         self._used: set[str] = set(BUILTIN_NAMES)
         self._left_out: set[str] = set()
+        self.on_problem: Callable[[], None] = lambda: None  # a new problem to say now (a server gone)
+        for server in servers:
+            server.connection.on_gone = functools.partial(self._gone, server.name)
         self._rebuild()
+
+    def _gone(self, name: str, why: str) -> None:
+        """A server went away by itself (its stream ended, its process died): said at once."""
+        line = f"MCP server '{name}' went away ({why}): its tools are no longer available in this session."
+        self.log.warning(f"[mcp] {line}")
+        self.problems.append(line)
+        self.on_problem()
 
     def _name(self, server: str, tool: str) -> str:
         key = (server, tool)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from bob_acp import jsontext, threads
 from bob_acp.jsonrpc.streams import Writer
@@ -55,9 +55,9 @@ class SseConnection(EndpointConnection):
         self._ready = threading.Event()  # the endpoint is known, or the stream has ended
         incoming, self._into = os.pipe()  # the stream's messages, one per line, to the endpoint
         self._into_lock = threading.Lock()  # (a write and the close: never a write to a closed, reused number)
-        outgoing, written = os.pipe()  # what the endpoint writes, one message per line, to be posted
+        outgoing, self._written = os.pipe()  # what the endpoint writes, one message per line, to be posted
         self._incoming, self._outgoing = os.fdopen(incoming, "rb"), os.fdopen(outgoing, "rb")
-        self._writer = Writer(written, on_broken=self._gone)
+        self._writer = Writer(self._written, on_broken=self._gone)
         self._endpoint = self.endpoint_for(self._writer, log, self)
         opened(self)  # (Bob ending meanwhile: closed, and McpError)
         try:
@@ -88,6 +88,7 @@ class SseConnection(EndpointConnection):
 
     def _read(self) -> None:
         import requests
+        import urllib3
 
         response = None
         try:
@@ -116,22 +117,26 @@ class SseConnection(EndpointConnection):
             self._problem = self._problem or "the server ended its event stream"
         except McpError as exc:
             self._problem = self._problem or str(exc)
-        except (OSError, ValueError) as exc:  # requests' exceptions are OSErrors too
+        except (OSError, ValueError, urllib3.exceptions.HTTPError) as exc:  # (requests' are OSErrors too)
             kind = f"{type(exc).__name__}: " if isinstance(exc, requests.exceptions.RequestException) else ""
-            self._problem = self._problem or self.scrub(f"{kind}{jsontext.clean(str(exc))[:200]}")
+            broken = "the event stream broke: " if isinstance(exc, urllib3.exceptions.HTTPError) else ""
+            self._problem = self._problem or self.scrub(f"{broken}{kind}{jsontext.clean(str(exc))[:200]}")
         finally:
             if response is not None:
                 response.close()
             with self._into_lock:  # the endpoint reads the end: what waits on the server is answered
                 os.close(self._into)
                 self._into = -1
+            up = self._ready.is_set() and self._post_url is not None
             self._ready.set()
             if not self._closed and self._problem:
                 self._log.info(f"[mcp] {self.name}: {self._problem}")
+                if up:  # (it had started: its tools go now, and the user is told why)
+                    self.on_gone(self._problem)
 
     def _take_endpoint(self, data: str) -> None:
         target = urljoin(self.url, data)
-        if _origin(target) != _origin(self.url):
+        if not httpio.same_origin(target, self.url):
             raise McpError(f"the server named its message endpoint on another host ({httpio.public_url(target)}); "
                            "Bob posts only where the stream is (the server's headers would go with each message)")
         if self._post_url is None:
@@ -171,6 +176,8 @@ class SseConnection(EndpointConnection):
     def _post_all(self) -> None:
         try:
             self._ready.wait()
+            if self._post_url is None:
+                return  # (it never started: nothing will be posted)
             for line in self._outgoing:
                 if self._post_url is None or self._closed:
                     break
@@ -190,7 +197,7 @@ class SseConnection(EndpointConnection):
             response = self._http.post(self._post_url, data=line, timeout=POST_TIMEOUT, allow_redirects=False,
                                        headers={**self._headers, "Content-Type": "application/json"})
             response.close()
-            problem = None if response.status_code < 300 else f"HTTP {response.status_code}"
+            problem = refused(response)
         except (OSError, ValueError) as exc:
             problem = self.scrub(f"{type(exc).__name__}: {jsontext.clean(str(exc))[:200]}")
         if problem is None:
@@ -215,15 +222,10 @@ class SseConnection(EndpointConnection):
         if response is not None:
             httpio.shutdown(response)  # (the reader's wait ends at once)
         self._ready.set()
-        self._writer.close(0.1)  # (the poster reads the end)
+        self._writer.close(0.1)
+        os.close(self._written)  # (the poster reads the end)
         self._http.close()
         closed(self)
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    default = {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
 
 
 def _refusal(response: requests.Response) -> str | None:

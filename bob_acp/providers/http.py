@@ -282,6 +282,10 @@ def _broken(exc: BaseException) -> str:
 
 
 def _status_line(response: requests.Response, error_message: Callable[[Any], str | None], url: str) -> str:
+    elsewhere = httpio.redirected(response)
+    if elsewhere is not None:  # (another origin: the session would not follow it)
+        return (f"model API {response.status_code}: the server redirected to another origin ({elsewhere}); Bob does "
+                "not follow it (the key and the conversation would go there): set model.baseUrl to the final address")
     try:
         text = response.raw.read(64 * 1024, decode_content=True).decode("utf-8", errors="replace")
     except Exception:

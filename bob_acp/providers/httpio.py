@@ -25,12 +25,65 @@ USER_AGENT = f"bob-acp/{__version__}"  # what servers and their logs see (a conf
 
 
 def new_session() -> requests.Session:
-    """A requests session that names Bob (not python-requests) to the servers it asks."""
+    """A requests session that names Bob (not python-requests) to the servers it asks, and never
+    follows a redirect to another origin: the headers (a key), the body (the conversation) and
+    the next requests would go there. Such an answer is handed back as it is (`redirected`)."""
     import requests  # lazy: start-up never pays for it
 
-    session = requests.Session()
+    class Session(requests.Session):
+        def get_redirect_target(self, resp: Any) -> str | None:
+            target = super().get_redirect_target(resp)
+            if target is None:
+                return None
+            from urllib.parse import urljoin
+
+            return target if same_origin(resp.url, urljoin(resp.url, target)) else None
+
+    session = Session()
     session.headers["User-Agent"] = USER_AGENT
     return session
+
+
+def origin(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of `url` as the connection is made (urllib3's parser, which requests
+    connects with); ValueError for a URL the parsers could read differently: a backslash, user
+    information, a control character or a space, a host the standard parser names otherwise."""
+    from urllib.parse import urlsplit
+
+    from urllib3.util import parse_url
+
+    if "\\" in url or any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise ValueError("a URL with a backslash, a space or a control character")
+    try:
+        connects, standard = parse_url(url), urlsplit(url)
+        port = connects.port or {"http": 80, "https": 443}.get(connects.scheme or "", 0)
+        other = standard.port or {"http": 80, "https": 443}.get(standard.scheme, 0)
+    except ValueError as exc:
+        raise ValueError(f"an unreadable URL ({exc})") from None
+    if connects.auth is not None or standard.username is not None or standard.password is not None:
+        raise ValueError("a URL with user information (user:password@)")
+    found = ((connects.scheme or "").lower(), (connects.host or "").lower(), port)
+    if found != (standard.scheme.lower(), (standard.hostname or "").lower(), other) or not found[1]:
+        raise ValueError("a URL whose host the parsers read differently")
+    return found
+
+
+def same_origin(a: str, b: str) -> bool:
+    """Whether two URLs reach the same server (scheme, host and port), each read as it connects;
+    a URL that could be read two ways is no origin at all."""
+    try:
+        return origin(a) == origin(b)
+    except ValueError:
+        return False
+
+
+def redirected(response: Any) -> str | None:
+    """Where a redirect Bob did not follow leads (None: the answer is no redirect)."""
+    if not 300 <= response.status_code < 400 or "location" not in response.headers:
+        return None
+    from urllib.parse import urljoin
+
+    return public_url(urljoin(response.url, response.headers["location"]))
 
 
 def post(session: requests.Session, url: str, cancel: Cancel, on_abandon: Callable[[], None] | None = None, **kw: Any) -> Any:

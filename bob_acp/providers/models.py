@@ -127,16 +127,15 @@ def list_at(models_url: str, headers: dict[str, str]) -> list[str]:
     """The names at GET <baseUrl>/models (OpenAI's shape: {"data": [{"id": …}]}, which Ollama,
     vLLM, llama.cpp and LM Studio serve), those that can be shown, sorted; ValueError (or a
     requests error) when there are none to be had."""
-    import requests
-
     from bob_acp import jsontext
     from bob_acp.providers import httpio
 
-    headers = {"User-Agent": httpio.USER_AGENT, **headers}
-    with requests.get(models_url, headers=headers, timeout=(LIST_TIMEOUT, LIST_TIMEOUT), allow_redirects=False,
-                      stream=True) as response:
+    with httpio.new_session() as session, \
+            session.get(models_url, headers=headers, timeout=(LIST_TIMEOUT, LIST_TIMEOUT), stream=True) as response:
         if response.status_code != 200:
-            raise ValueError(f"GET /models answered {response.status_code}")
+            elsewhere = httpio.redirected(response)
+            raise ValueError(f"GET /models answered {response.status_code}" + (
+                f" (a redirect to another origin, {elsewhere}, not followed)" if elsewhere else ""))
         # The whole answer within LIST_TIMEOUT too: a server dripping bytes is cut off.
         deadline = threading.Timer(LIST_TIMEOUT, httpio.shutdown, args=(response,))
         deadline.daemon = True
