@@ -33,7 +33,8 @@ RESPONSE_TYPES = {
     "session/set_config_option": "SetSessionConfigOptionResponse",
 }
 # Extension methods: the shape the peers (codex-acp, claude-agent-acp) answer with.
-STEERING_OUTCOMES = ({"outcome": "injected"}, {"outcome": "promptRequired", "reason": "noRunningTurn"})
+STEERING_OUTCOMES = ({"outcome": "injected"}, {"outcome": "startedNewTurn"},
+                     {"outcome": "promptRequired", "reason": "noRunningTurn"})  # (codex-acp's and claude-agent-acp's)
 REQUEST_TYPES = {"session/request_permission": "RequestPermissionRequest",
                  "fs/read_text_file": "ReadTextFileRequest", "fs/write_text_file": "WriteTextFileRequest",
                  "terminal/create": "CreateTerminalRequest", "terminal/output": "TerminalOutputRequest",

@@ -127,3 +127,35 @@ def test_a_key_setup_could_not_record_is_still_written_and_the_user_is_told(bob_
         assert open(key_file).read() == KEY + "\n"
     finally:
         state.chmod(0o755)
+
+
+def test_with_a_base_url_logout_signs_out_and_no_request_carries_the_key(spawn_bob, bob_env, tmp_path, workdir,
+                                                                          server):
+    """A gateway or LiteLLM behind model.baseUrl: a model is "usable" without a key, yet after
+    logout no request carries the forgotten key (an open session's prompt included), logout says
+    signedIn: false, and new sessions and prompts ask for sign-in (-32000), never a retried 500;
+    once a key is set up again, Bob is signed in."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"acp": {"auth": True}}))
+    done = subprocess.run([*bob_command(), "setup", "--provider", "openai", "--model", "gpt-test", "--key-stdin",
+                           "--no-check", "--base-url", server.url + "/v1", "--config", str(path)], env=bob_env,
+                          input=KEY + "\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    bob = spawn_bob()
+    bob.initialize()
+    sid = new_session(bob, workdir)["result"]["sessionId"]
+    server.enqueue(server.openai_text("signed in"))
+    assert bob.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]})[0]["result"]
+    assert server.requests[-1]["headers"]["Authorization"] == f"Bearer {KEY}"
+    asked = len(server.requests)
+    result = bob.result("logout", {})
+    assert result["_meta"]["bob"]["signedIn"] is False
+    refused, _ = bob.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "again"}]})
+    assert refused["error"]["code"] == -32000, refused
+    assert new_session(bob, workdir)["error"]["code"] == -32000
+    assert len(server.requests) == asked  # (nothing sent: with the old key, or with none)
+    done = subprocess.run([*bob_command(), "setup", "--provider", "openai", "--model", "gpt-test", "--key-stdin",
+                           "--no-check", "--base-url", server.url + "/v1", "--config", str(path)], env=bob_env,
+                          input="sk-a-new-key-9876543210\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "sessionId" in new_session(bob, workdir)["result"]

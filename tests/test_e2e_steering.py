@@ -1,8 +1,10 @@
 """Steering a running turn (`_session/steering`, acp.steering) against the real bob-acp: the
 peers' shape (codex-acp, claude-agent-acp), advertised as they do; a steered text joins the
 running turn at its next model call (never cutting the call that runs), is the user's in the
-history, the session file and a load's replay; idle, the client is told to send a prompt; a
-cancel still ends the turn; and without the key, nothing of it exists."""
+history, the session file and a load's replay, and shown to the client as the user's when the
+model reads it; idle, it starts a turn (`startedNewTurn`) unless the client asked to be told to
+send a prompt; the inbox is bounded; a cancel still ends the turn; and without the key, nothing
+of it exists."""
 
 from __future__ import annotations
 
@@ -75,8 +77,10 @@ def test_a_steer_joins_the_running_turn_after_its_call_and_is_the_users(steering
     # The call ran to its end; the model's next call read the steer (the script answers it).
     assert outputs(frames) == ["the long job finished\n[exit code: 0]"]
     assert message_text(frames) == "minding the tests as you asked"
-    # Nothing of the steer is echoed during the turn (the client showed what its user typed).
-    assert updates(frames, "user_message_chunk") == []
+    # The steer is shown as the user's when the model reads it (the draft steering RFD's way).
+    assert [u["content"]["text"] for u in updates(frames, "user_message_chunk")] == ["also mind the tests"]
+    kinds = [f["params"]["update"]["sessionUpdate"] for f in frames if f.get("method") == "session/update"]
+    assert kinds.index("user_message_chunk") < kinds.index("agent_message_chunk")
 
     messages = stored(workdir, sid)["messages"]
     roles = [m["role"] for m in messages]
@@ -92,20 +96,50 @@ def test_a_steer_joins_the_running_turn_after_its_call_and_is_the_users(steering
     assert said == ["start the long job", "also mind the tests"]
 
 
-def test_idle_a_steer_asks_for_a_prompt(steering_bob):
+def test_idle_a_steer_starts_a_turn_unless_the_client_asks_for_a_prompt(steering_bob, workdir):
+    """As codex-acp, claude-agent-acp and pi-acp: with no turn running, the text starts one
+    (`startedNewTurn`: its updates come as a prompt's, no answer waits for it; a prompt sent
+    after it runs once it has ended). A client that sent idleBehavior promptRequired is told
+    to send a prompt instead."""
     bob, _ = steering_bob()
     sid = bob.new_session()
-    response, _ = steer(bob, sid, "also mind the tests")
-    assert response["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}
     response, _ = steer(bob, sid, "also mind the tests", meta={"steering": {"idleBehavior": "promptRequired"}})
     assert response["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}
+    response, seen = steer(bob, sid, "also mind the tests")
+    assert response["result"] == {"outcome": "startedNewTurn"}
+    answer, frames = bob.prompt(sid, "and say why")  # (after the steered turn)
+    frames = seen + frames
+    assert answer["result"] == {"stopReason": "end_turn"}
+    assert message_text(frames) == "minding the tests as you askedbecause you steered me"
+    assert [u["content"]["text"] for u in updates(frames, "user_message_chunk")] == ["also mind the tests"]
+    users = [m["content"] for m in stored(workdir, sid)["messages"] if m["role"] == "user"]
+    assert users == [[{"type": "text", "text": "also mind the tests"}], [{"type": "text", "text": "and say why"}]]
     # A behaviour Bob does not have is refused, with why; so are a bad prompt and a stranger's session.
-    response, _ = steer(bob, sid, "x", meta={"steering": {"idleBehavior": "startNewTurn"}})
+    response, _ = steer(bob, sid, "x", meta={"steering": {"idleBehavior": "queue"}})
     assert response["error"]["code"] == -32602 and "promptRequired" in response["error"]["message"]
     response, _ = bob.call("_session/steering", {"sessionId": sid, "prompt": "not blocks"})
     assert response["error"]["code"] == -32602
     response, _ = steer(bob, "20990101-000000-00000000", "x")
     assert response["error"]["code"] == -32602
+
+
+def test_the_inbox_of_a_running_turn_is_bounded(steering_bob, workdir):
+    """One turn once sent a 39 MB model request: past 32 steers or 1 MiB waiting, a clear error,
+    and what waits already is read."""
+    bob, _ = steering_bob()
+    sid = bob.new_session()
+    prompt_id = bob.prompt_until_running(sid, "start the long job")
+    big = "x" * (600 * 1024)
+    assert steer(bob, sid, big)[0]["result"] == {"outcome": "injected"}
+    refused, _ = steer(bob, sid, big)
+    assert refused["error"]["code"] == -32602 and "at most 32" in refused["error"]["message"]
+    for _ in range(31):
+        assert steer(bob, sid, "small")[0]["result"] == {"outcome": "injected"}
+    refused, _ = steer(bob, sid, "one more")
+    assert refused["error"]["code"] == -32602
+    (workdir / "go").touch()
+    answer, _ = bob.wait_response(prompt_id, answer=allow)
+    assert answer["result"]["stopReason"] in ("end_turn", "max_turn_requests")
 
 
 def test_a_steer_while_the_model_answers_keeps_the_turn_going(steering_bob, workdir):
@@ -139,12 +173,14 @@ def test_cancel_still_ends_a_steered_turn_and_what_it_was_told_is_kept(steering_
     # Right behind the cancel (read before it, so the turn is cancelled though it still unwinds),
     # and after the answer: nothing joins a cancelled turn; the client is asked for a prompt.
     bob.notify("session/cancel", {"sessionId": sid})
-    late = bob.request_async("_session/steering", {"sessionId": sid, "prompt": [{"type": "text", "text": "too late"}]})
+    asks = {"steering": {"idleBehavior": "promptRequired"}}  # (a client that sends prompts itself)
+    late = bob.request_async("_session/steering", {"sessionId": sid, "prompt": [{"type": "text", "text": "too late"}],
+                                                   "_meta": asks})
     answer, seen = bob.wait_response(prompt_id)
     assert answer["result"] == {"stopReason": "cancelled"}
     response = next((f for f in seen if f.get("id") == late), None) or bob.wait_response(late)[0]
     assert response["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}
-    response, _ = steer(bob, sid, "also mind the tests")
+    response, _ = steer(bob, sid, "also mind the tests", meta=asks)
     assert response["result"] == {"outcome": "promptRequired", "reason": "noRunningTurn"}
     messages = stored(workdir, sid)["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "user"]

@@ -132,6 +132,7 @@ class AgentServer:
         self.auth_methods: list[dict[str, Any]] = []  # advertised at initialize (acp.auth)
         self.closing = threading.Event()
         self.initialized = False
+        self.signed_out = False  # logout forgot the only key of the model (cleared once there is one again)
         self.channel = ClientChannel()
         self.table = SessionTable(self.cfg, log, self.channel)
         self.opener = Opener(self.cfg, log, self.channel, lambda: self.rooms.selectors, self.refs)
@@ -284,12 +285,25 @@ class AgentServer:
         except OSError as exc:
             raise RpcError.internal_error(f"logout: the stored key could not be forgotten: {exc}") from None
         self.reader.read_now()  # (before the answer: what comes after it asks for sign-in)
-        signed_in = self.reader.current.usable
+        # Signed out while the model has no key but the one forgotten: a model behind a baseUrl
+        # (a gateway, LiteLLM) stays "usable" without a key, yet the user asked to sign out.
+        self.signed_out = bool(forgotten) and not self._keyed(self.reader.current)
+        signed_in = self.reader.current.usable and not self.signed_out
         self.log.info("[acp] logout: forgot {forgotten}; kept {kept}; {state}",
                       forgotten="; ".join(forgotten) or "nothing (no key bob-acp setup stored is in use)",
                       kept="; ".join(kept) or "nothing",
                       state="still signed in (a model is usable)" if signed_in else "sign-in is asked again")
         return {"_meta": {"bob": {"forgotten": forgotten, "kept": kept, "signedIn": signed_in}}}
+
+    def _keyed(self, runtime: Runtime) -> bool:
+        """Whether the configured model has a key of its own now (from its variable or key file)."""
+        from bob_acp import providers
+        from bob_acp.exceptions import ConfigError
+
+        try:
+            return providers.key_of(runtime.cfg.model, self.reader.env) is not None
+        except ConfigError:
+            return False
 
     def require_initialized(self) -> None:
         if not self.initialized:
@@ -300,6 +314,11 @@ class AgentServer:
         (authentication required) while no model is usable."""
         self.require_initialized()
         runtime = self.fresh(wait)
+        if self.cfg.acp.auth and self.signed_out:
+            if not self._keyed(runtime):  # (no request goes out with the key forgotten, or with none)
+                raise RpcError(AUTH_REQUIRED, "Authentication required: you signed out of Bob; sign in again (run "
+                                              "`bob-acp setup` in a terminal, or your editor's sign-in)")
+            self.signed_out = False  # (a key again: set up meanwhile)
         if self.cfg.acp.auth and not runtime.usable:
             if runtime.problem:
                 raise RpcError(AUTH_REQUIRED, f"Authentication required: Bob could not use its configuration: "

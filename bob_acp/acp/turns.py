@@ -164,8 +164,12 @@ class Handlers:
     # ---- steering ------------------------------------------------------------------------------
 
     def steer(self, params: dict[str, Any]) -> dict[str, Any]:
-        """_session/steering (acp.steering): the text joins the running turn at its next model
-        call; with no turn running, the client is told to send it as a prompt."""
+        """_session/steering (acp.steering), as codex-acp and claude-agent-acp answer it: the text
+        joins the running turn at its next model call (`injected`); with no turn running, it
+        starts one (`startedNewTurn`, its updates streamed as a prompt's are), unless the client
+        sent `_meta.steering.idleBehavior: "promptRequired"` (then it sends a prompt itself)."""
+        from bob_acp.engine.steering import SteeringFull
+
         session = self.table.get(params)
         blocks = params.get("prompt")
         if not isinstance(blocks, list):
@@ -173,23 +177,58 @@ class Handlers:
         problem = prompts.refusal(blocks, self.cfg.acp.embeddedContext, self.cfg.acp.images)
         if problem:
             raise RpcError.invalid_params(problem)
-        idle = mapping(mapping(params.get("_meta")).get("steering")).get("idleBehavior", "promptRequired")
-        if idle != "promptRequired":
-            raise RpcError.invalid_params(f"_meta.steering.idleBehavior: Bob answers promptRequired when no turn "
-                                          f"runs (a turn is started by session/prompt), not {str(idle)[:40]!r}")
+        idle = mapping(mapping(params.get("_meta")).get("steering")).get("idleBehavior")
+        if idle not in (None, "promptRequired"):
+            raise RpcError.invalid_params(f"_meta.steering.idleBehavior: promptRequired, or none (a new turn is "
+                                          f"started), not {str(idle)[:40]!r}")
         text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
         command = text.strip()
         if command in ("/new", "/compact") or (command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints):
             raise RpcError.invalid_params(f"{command} is a command, not words for the model: send it with "
                                           "session/prompt once the turn has ended")
-        text, typed, pictures = self._composed(session, blocks, text)
-        if not session.conv.steering.offer(history.user(text, typed, pictures)):
+        composed, typed, pictures = self._composed(session, blocks, text)
+        try:
+            joined = session.conv.steering.offer(history.user(composed, typed, pictures))
+        except SteeringFull as exc:
+            raise RpcError.invalid_params(f"prompt: not added: {exc}") from None
+        if joined:
+            self.log.info("[acp] session {session}: steering: joins the running turn at its next model call",
+                          session=session.id)
+            return {"outcome": "injected"}
+        if idle == "promptRequired":
             self.log.info("[acp] session {session}: steering with no turn running: a prompt is required",
                           session=session.id)
             return {"outcome": "promptRequired", "reason": "noRunningTurn"}
-        self.log.info("[acp] session {session}: steering: joins the running turn at its next model call",
+        self._start_turn(params, blocks, typed)
+        self.log.info("[acp] session {session}: steering with no turn running: a new turn started with it",
                       session=session.id)
-        return {"outcome": "injected"}
+        return {"outcome": "startedNewTurn"}
+
+    def _start_turn(self, params: dict[str, Any], blocks: list[Any], typed: str) -> None:
+        """A turn of the steered text, as a prompt's, that no request waits for: its place taken
+        and its Turn registered before the answer (a session/cancel behind it reaches it); the
+        text shown to the client as the user's, since no prompt of its own carries it."""
+        import uuid
+
+        request = {"sessionId": params["sessionId"], "prompt": blocks}
+        prepared = self.prepare(request)
+        self.channel.update(request["sessionId"], p.user_chunk(typed, str(uuid.uuid4())))
+        try:
+            threads.start(lambda: self._unanswered(request, prepared), "bob-steered-turn")
+        except threads.ThreadLimit as exc:
+            self.abandon(prepared)
+            raise RpcError.internal_error(f"no turn could be started: {exc}") from None
+
+    def _unanswered(self, request: dict[str, Any], prepared: tuple[Session, Turn]) -> None:
+        """Run the steered turn; its end, which no client waits for, goes to the log."""
+        reply = self.prompt(request, prepared)
+        with prepared[1].lock:  # (as a written answer: a cancel after this is too late)
+            try:
+                ended = str(reply.result()["stopReason"])
+            except RpcError as exc:
+                ended = f"failed: {exc}"
+        self.log.info("[acp] session {session}: the turn started by steering ended: {ended}",
+                      session=request["sessionId"], ended=ended)
 
     def _turn_done(self, session: Session, stats: engine.TurnStats) -> None:
         self.log.info("[acp] turn done: {commands} command(s) · {file_ops} file op(s) · {skills} skill(s)",

@@ -81,6 +81,9 @@ class TurnSink:
     def thought(self, chunk: str, message_id: str) -> None:
         self.send(p.thought_chunk(chunk, message_id))
 
+    def user_text(self, chunk: str, message_id: str) -> None:
+        self.send(p.user_chunk(chunk, message_id))
+
     def retrying(self, attempt: int, delay: float, why: str) -> None:
         self.log.info("[acp] session {session}: {reason}; retry {attempt} in {delay} s", session=self.sid,
                       reason=why, attempt=attempt, delay=f"{delay:.1f}")

@@ -180,8 +180,10 @@ class Chat:
             self.typed_ahead.append(text)
             self.screen.line(f"↳ {visible.line(text.strip())} runs when the turn ends", "dim")
             return
+        # (promptRequired when idle: a line that comes as the turn ends is the chat's next prompt)
         sent = self.agent.request("_session/steering", {"sessionId": self.session_id,
-                                                        "prompt": [{"type": "text", "text": text}]})
+                                                        "prompt": [{"type": "text", "text": text}],
+                                                        "_meta": {"steering": {"idleBehavior": "promptRequired"}}})
         self._steers[sent] = text
 
     def _is_command(self, text: str) -> bool:

@@ -65,6 +65,7 @@ class Sink(Protocol):
 
     def text(self, chunk: str, message_id: str) -> None: ...
     def thought(self, chunk: str, message_id: str) -> None: ...
+    def user_text(self, chunk: str, message_id: str) -> None: ...  # what the user added to the running turn
     def retrying(self, attempt: int, delay: float, why: str) -> None: ...
     def tool_pending(self, call: Call) -> None: ...
     def permission(self, call: Call, cancel: Cancel) -> str: ...  # allow | allow_always | reject
@@ -277,23 +278,25 @@ class Engine:
         repeats = Repeats()
         compression = _CompressionTries()
         for _ in range(self.cfg.limits.maxModelCalls):
-            self._steered(conv, conv.steering.take())
+            self._steered(conv, sink, conv.steering.take())
             self._maybe_compress(conv, sink, cancel, compression)
             calls, truncated = self._generate(conv, sink, cancel)
             if truncated:
                 return MAX_TOKENS  # the partial reply is in the history; nothing of it runs
             if not calls:
-                if self._steered(conv, conv.steering.take_or_close()):
+                if self._steered(conv, sink, conv.steering.take_or_close()):
                     continue  # (what the user added while the model answered is answered too)
                 return END_TURN
             for call in calls:
                 self._run_call(conv, call, sink, cancel, stats, repeats.see(call))
         return MAX_TURN_REQUESTS
 
-    def _steered(self, conv: Conversation, messages: list[dict[str, Any]]) -> bool:
+    def _steered(self, conv: Conversation, sink: Sink, messages: list[dict[str, Any]]) -> bool:
         """What the user added to the running turn joins the history, after every result of
-        the calls before it (a call is never cut)."""
+        the calls before it (a call is never cut), and is shown as the user's in the turn."""
         conv.messages += messages
+        for message in messages:
+            sink.user_text(message.get("typed") or history.text_of(message), new_message_id())
         if messages and self.log is not None:
             self.log.info(f"[acp] {len(messages)} message(s) the user added to the running turn read")
         return bool(messages)
