@@ -73,7 +73,6 @@ def test_a_form_asks_and_the_answer_is_the_result(asking_bob):
     ({"action": "decline"}, "The user declined to answer."),
     ({"action": "cancel"}, "The user did not answer (they dismissed the question)."),
     ({"action": "accept", "content": {"answer": "purple"}}, "error: the editor's form came back without an answer"),
-    ({"__error__": {"code": -32603, "message": "no forms today"}}, "error: the editor could not ask the question"),
 ])
 def test_a_decline_a_dismissal_and_a_bad_answer_are_the_result_too(asking_bob, reply, said):
     bob, sid = asking_bob(FORMS)
@@ -100,8 +99,12 @@ def test_without_forms_options_are_a_choice_and_a_typed_answer_cannot_be_had(ask
         return {"outcome": {"outcome": "selected", "optionId": "answer-1"}}
 
     _, frames = bob.prompt(sid, "pick a colour", answer=choose_green)
-    assert [o["name"] for o in questions[0]["options"]] == ["red", "green", "Don't answer"]
-    assert questions[0]["toolCall"]["title"] == "Which colour?"
+    # Each option told apart by its kind too (CodeCompanion labels by kind, 1 to 4 in this order;
+    # agent-shell keys each kind), its number in its name and in the question.
+    options = questions[0]["options"]
+    assert [o["name"] for o in options] == ["1: red", "2: green", "None of these (don't answer)"]
+    assert [o["kind"] for o in options] == ["allow_always", "allow_once", "reject_once"]
+    assert questions[0]["toolCall"]["title"] == "Which colour? (1: red; 2: green)"
     assert outputs(frames) == ["The user answered: green"]
     _, frames = bob.prompt(sid, "pick a colour")  # (the test client rejects: the question dismissed)
     assert outputs(frames) == ["The user did not answer (they dismissed the question)."]
@@ -146,3 +149,31 @@ def test_in_the_chat_the_question_is_asked_on_the_terminal(chat):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+@pytest.mark.parametrize("error", [{"code": -32601, "message": "Method not found"},
+                                   {"code": -32603, "message": "no forms today"}])
+def test_a_client_that_fails_the_form_is_asked_with_a_choice_instead(asking_bob, error):
+    """The Python SDK 0.12.1's client advertises forms but answers elicitation/create -32601 unless
+    its unstable flag is on: the question still reaches the user, as a choice, and no form is sent
+    to that client again."""
+    bob, sid = asking_bob(FORMS)
+    editor, asked = form_answer({"__error__": error})
+    chosen = []
+
+    def choose_green(request):
+        chosen.append(request["params"])
+        return {"outcome": {"outcome": "selected", "optionId": "answer-1"}}
+
+    _, frames = bob.prompt(sid, "pick a colour", answer=choose_green, editor=editor)
+    assert len(asked) == 1 and len(chosen) == 1
+    assert outputs(frames) == ["The user answered: green"]
+    _, frames = bob.prompt(sid, "pick a colour", answer=choose_green, editor=editor)
+    assert len(asked) == 1 and len(chosen) == 2 and outputs(frames) == ["The user answered: green"]
+
+
+def test_controls_and_bidi_in_an_answer_never_reach_the_model_or_a_terminal(asking_bob):
+    bob, sid = asking_bob(FORMS)
+    editor, _ = form_answer({"action": "accept", "content": {"answer": "Ada\x1b[2J\u202etxt.exe\r\nrm -rf ~"}})
+    _, frames = bob.prompt(sid, "ask my name", editor=editor)
+    assert outputs(frames) == ["The user answered: Ada␛[2J<U+202E>txt.exe⏎rm -rf ~"]

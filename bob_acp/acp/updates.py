@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from bob_acp import visible
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 RAW_OUTPUT_LIMIT = p.MAX_TEXT
 MAX_ANSWER = 20000  # characters of a typed answer the model is given
+# A choice's options, each its own kind, in the order CodeCompanion numbers its labels 1 to 4
+CHOICE_KINDS = ("allow_always", "allow_once", "reject_once", "reject_always")
 CANCEL_FOLLOWS = 0.5  # seconds a "cancelled" permission answer waits for the session/cancel behind it
 
 
@@ -172,8 +175,10 @@ class TurnSink:
         return choice
 
     def ask(self, call: Call, question: str, options: list[str], cancel: Cancel) -> Answer:
-        """ask_user: a form the client shows, where it has them; else, with options, a choice
-        among them as a permission question (every client has those); else no way to ask."""
+        """ask_user: a form the client shows, where it has them (a client that fails the form,
+        as the Python SDK's does without its unstable flag, gets the choice below instead); else,
+        with options, a choice among them as a permission question (every client has those);
+        else no way to ask. What the user gives is one line, its controls made visible."""
         if self.channel.capabilities.forms:
             field: dict[str, Any] = {"type": "string", "title": "Your answer"}
             if options:
@@ -181,24 +186,39 @@ class TurnSink:
             outcome = self._form(call, question, {"answer": field}, ["answer"], cancel)
             if isinstance(outcome, Answer):
                 return outcome
-            answer = outcome.get("answer")
-            if not isinstance(answer, str) or (options and answer not in options):
-                return Answer("error: the editor's form came back without an answer of the asked kind", True)
-            return Answer(f"The user answered: {clean(answer)[:MAX_ANSWER]}")
+            if outcome is not None:
+                answer = outcome.get("answer")
+                if not isinstance(answer, str) or (options and answer not in options):
+                    return Answer("error: the editor's form came back without an answer of the asked kind", True)
+                return Answer(f"The user answered: {visible.line(clean(answer))[:MAX_ANSWER]}")
+        if options and len(options) <= len(CHOICE_KINDS):
+            return self._choice(call, question, options, cancel)
         if options:
-            offered = [{"optionId": f"answer-{index}", "name": option, "kind": "allow_once"}
-                       for index, option in enumerate(options)]
-            offered.append({"optionId": "no-answer", "name": "Don't answer", "kind": "reject_once"})
-            params = {"sessionId": self.sid, "options": offered,
-                      "toolCall": p.tool_request(call.ref, question, "other", call.arguments, [])}
-            sent = self.channel.ask(p.REQUEST_PERMISSION, params, cancel)
-            self._cancelled(cancel)
-            chosen = chosen_option(sent, {o["optionId"] for o in offered})
-            if chosen.startswith("answer-"):
-                return Answer(f"The user answered: {options[int(chosen[7:])]}")
-            return Answer("The user did not answer (they dismissed the question).")
+            return Answer(f"error: this client takes no typed answer and shows at most {len(CHOICE_KINDS)} choices "
+                          "apart: ask with fewer options, or ask in your reply and end your turn.", True)
         return Answer("error: this client cannot take a typed answer (it offers no form to fill in). Ask the question "
                       "in your reply and end your turn, or call ask_user again with options to choose from.", True)
+
+    def _choice(self, call: Call, question: str, options: list[str], cancel: Cancel) -> Answer:
+        """A choice as a permission question. Clients label options by kind (CodeCompanion
+        numbers them 1-4 by kind, agent-shell gives each kind a key), so each option gets a kind
+        of its own, in the order that numbers them 1, 2, 3, 4; its name and the question carry
+        its number too. With two options or fewer, a "none of these" rejects (what closing the
+        question picks)."""
+        numbered = [f"{index}: {visible.line(option)}" for index, option in enumerate(options, 1)]
+        offered = [{"optionId": f"answer-{index}", "name": name, "kind": kind}
+                   for index, (name, kind) in enumerate(zip(numbered, CHOICE_KINDS[:len(numbered)], strict=True))]
+        if len(options) <= 2:
+            offered.append({"optionId": "no-answer", "name": "None of these (don't answer)", "kind": "reject_once"})
+        title = f"{visible.line(question)} ({'; '.join(numbered)})"
+        params = {"sessionId": self.sid, "options": offered,
+                  "toolCall": p.tool_request(call.ref, title, "other", call.arguments, [])}
+        sent = self.channel.ask(p.REQUEST_PERMISSION, params, cancel)
+        self._cancelled(cancel)
+        chosen = chosen_option(sent, {o["optionId"] for o in offered})
+        if chosen.startswith("answer-"):
+            return Answer(f"The user answered: {visible.line(options[int(chosen[7:])])}")
+        return Answer("The user did not answer (they dismissed the question).")
 
     def _instead(self, call: Call, cancel: Cancel) -> str:
         """After a rejection the client gave no reason with: what to do instead, asked in a form
@@ -208,15 +228,15 @@ class TurnSink:
             outcome = self._form(call, f"You rejected {call.title}.", {"instead": field}, [], cancel)
         except Cancelled:  # (the turn's cancel: the rejection stands, and the turn ends)
             return ""
-        if isinstance(outcome, Answer):
+        if not isinstance(outcome, dict):
             return ""
         instead = outcome.get("instead")
         return " ".join(clean(instead).split())[:500] if isinstance(instead, str) else ""
 
     def _form(self, call: Call, message: str, fields: dict[str, Any], required: list[str],
-              cancel: Cancel) -> dict[str, Any] | Answer:
-        """An elicitation/create form for `call`: the accepted content, or an Answer that says
-        why there is none (declined, dismissed, failed)."""
+              cancel: Cancel) -> dict[str, Any] | Answer | None:
+        """An elicitation/create form for `call`: the accepted content, an Answer that says why
+        there is none (declined, dismissed, not answered), or None when the client failed it."""
         schema: dict[str, Any] = {"type": "object", "properties": fields}
         if required:
             schema["required"] = required
@@ -227,10 +247,13 @@ class TurnSink:
         if sent.cancelled():
             return Answer("error: the editor did not answer the question", True)
         failed = sent.exception()
-        if failed is not None:
+        if failed is not None:  # (it advertised forms but fails them: the way without forms, from now on)
             why = failed.error if isinstance(failed, PeerError) else failed
             words = why.get("message", why) if isinstance(why, dict) else why
-            return Answer(f"error: the editor could not ask the question: {clean(str(words))[:300]}", True)
+            self.log.info("[acp] session {session}: the client failed a form ({why}): it is asked without forms",
+                          session=self.sid, why=clean(str(words))[:200])
+            self.channel.capabilities.forms = False
+            return None
         result = mapping(answer_of(sent))
         action = result.get("action")
         if action == "accept":

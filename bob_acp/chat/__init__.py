@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from bob_acp.chat import visible
+from bob_acp import visible
 from bob_acp.chat.agent import Agent, agent_command
 from bob_acp.chat.ask import Asker, Prompter
 from bob_acp.chat.choices import Choices

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from bob_acp.chat import visible
+from bob_acp import visible
 from bob_acp.chat.ask import Asker
 from bob_acp.chat.render import Screen
 

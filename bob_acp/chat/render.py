@@ -11,7 +11,7 @@ import re
 import time
 from typing import Any
 
-from bob_acp.chat import visible
+from bob_acp import visible
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
