@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     import threading
+    from collections.abc import Callable
     from typing import Any
 
     from bob_acp.acp.runtime import Runtime
@@ -232,14 +233,29 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
                         limit_words=threads.limit_words)
     server.channel.endpoint = endpoint
 
-    def stop(signum: int, _frame: object) -> None:
-        log.info(f"[acp] {signal.Signals(signum).name}: shutting down")
-        endpoint.stop()
+    # A handler only notes its signal (a deque's append takes no lock): the main thread acts on it
+    # once the handler has returned, so a burst of signals never re-enters a lock a handler holds.
+    import collections
 
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(signum, stop)
-    signal.signal(signal.SIGUSR1, _stacks)
-    endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w))
+    signals: collections.deque[int] = collections.deque(maxlen=64)
+    stopping: list[int] = []  # (the signal that stopped Bob: said once)
+
+    def noted(signum: int, _frame: object) -> None:
+        signals.append(signum)
+
+    def act() -> None:
+        while signals:
+            signum = signals.popleft()
+            if signum == signal.SIGUSR1:
+                _stacks()
+            elif not stopping:
+                stopping.append(signum)
+                log.info(f"[acp] {signal.Signals(signum).name}: shutting down")
+                endpoint.stop()
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
+        signal.signal(signum, noted)
+    endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w, act))
     tools, children = loaded("bob_acp.tools"), loaded("bob_acp.processes.children")
     if tools is not None:  # (no tool ran if they were never loaded)
         tools.kill_all()
@@ -293,12 +309,12 @@ class _Dumps:
 _dumps = _Dumps()
 
 
-def _stacks(_signum: int, _frame: object) -> None:
+def _stacks() -> None:
     """SIGUSR1: every thread's stack to the log, with its name and what it serves (session,
     request, turn state: threads.doing), and Bob goes on. One JSON record with log.format: json,
-    a block of text otherwise; at most one a second. Made by a Python handler, on the main thread
-    with the interpreter held (faulthandler's own handler walks the threads from the signal
-    itself, and crashed Bob when a thread was in the middle of an import)."""
+    a block of text otherwise; at most one a second. Made on the main thread once the signal's
+    handler has returned, with the interpreter held (faulthandler's own handler walks the threads
+    from the signal itself, and crashed Bob when a thread was in the middle of an import)."""
     import time
 
     now = time.monotonic()
@@ -348,17 +364,19 @@ def _threads() -> list[dict[str, Any]]:
     return found
 
 
-def _wait_awake(done: threading.Event, wake_r: int, wake_w: int) -> None:
+def _wait_awake(done: threading.Event, wake_r: int, wake_w: int, act: Callable[[], None]) -> None:
     """The main thread waits for the end of serving in select(), never in a lock: a signal the
     kernel hands to another of Bob's threads writes to the wake-up pipe (signal.set_wakeup_fd),
-    select() returns, and Python runs the handler here. (A main thread blocked in a lock
-    acquire is woken only by a signal delivered to it: a SIGTERM could wait for ever.)"""
+    select() returns, Python runs the handler here (which notes it), and `act` does what it asks.
+    (A main thread blocked in a lock acquire is woken only by a signal delivered to it: a SIGTERM
+    could wait for ever.)"""
     import select
 
     os.set_blocking(wake_w, False)
     os.set_blocking(wake_r, False)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     while not done.is_set():
+        act()
         select.select([wake_r], [], [])
         try:
             os.read(wake_r, 512)

@@ -217,6 +217,20 @@ def idle_exit(cmd, env, cwd):
     return (time.perf_counter() - started) * 1000, ok and proc.p.returncode == 0
 
 
+def exit_with_sessions(cmd, env, cwd, sessions=300):
+    """The full profile's checkpoints, sandbox and session files, `sessions` sessions open and
+    idle, then stdin closed: ms until the process has exited (each open session's end is paid)."""
+    config = write_config(cwd, {"profile": "full", "limits": {"maxSessions": -1}})
+    proc = Proc(cmd, {**env, "BOB_CONFIG": config}, cwd)
+    proc.call("initialize", INIT)
+    ok = all("result" in proc.call("session/new", {"cwd": cwd, "mcpServers": []}) for _ in range(sessions))
+    time.sleep(1.0)  # idle: their first looks made
+    started = time.perf_counter()
+    proc.p.stdin.close()
+    exited(proc.p, limit=30.0)
+    return (time.perf_counter() - started) * 1000, ok and proc.p.returncode == 0
+
+
 def early_exit(cmd, env, cwd):
     """Initialize, then stdin closed at once (as an editor's probe and the registry's check do):
     ms until the process has exited, whatever it was still loading."""
@@ -804,6 +818,7 @@ def run_all(bob, base_env, env, project, script, reps, only, baseline=None):
         for name, values in runs.items():
             r[f"{name}_idle_exit_ms"] = statistics.median(v[0] for v in values)
             r[f"{name}_idle_exit_wrong"] = sum(not v[1] for v in values)
+        r["bob_exit_300_sessions_ms"], r["bob_exit_300_sessions_ok"] = exit_with_sessions(bob, base_env, project)
         runs = alternate(reps["cold"] * 2, lambda name: early_exit(cmds[name], base_env, project), cmds)
         for name, values in runs.items():
             r[f"{name}_early_exit_ms"] = statistics.median(v[0] for v in values)
@@ -879,6 +894,8 @@ TARGETS = [
      lambda r: r["bob_early_exit_wrong"] == 0 and r["bob_early_exit_p90_ms"] <= 15),
     ("exit: stdin EOF when idle → exited ≤ 15 ms", lambda r: r["bob_idle_exit_wrong"] == 0 and
      r["bob_idle_exit_ms"] <= 15),
+    ("exit: stdin EOF with 300 sessions open (full profile) → exited < 1 s",
+     lambda r: r["bob_exit_300_sessions_ok"] and r["bob_exit_300_sessions_ms"] < 1000),
     ("a cheap request's round trip: p50 < 150 µs, p99 < 1 ms", lambda r: r["bob_latency_wrong"] == 0 and
      r["bob_latency_p50_us"] < 150 and r["bob_latency_p99_us"] < 1000),
     ("20,000 pipelined requests: every one answered -32601",

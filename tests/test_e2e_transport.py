@@ -283,3 +283,47 @@ def test_unknown_sessions_say_session_not_found(spawn_bob, write_config):
         assert error["code"] == -32602 and "session not found" in error["message"], method
         assert error["data"]["sessionId"] == missing
     assert "error" in error["data"]  # load also says why (the product document)
+
+
+@pytest.mark.parametrize("burst", [
+    [signal.SIGHUP, signal.SIGTERM], [signal.SIGTERM, signal.SIGTERM, signal.SIGINT],
+    [signal.SIGUSR1, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP], [signal.SIGINT] * 8,
+])
+def test_a_burst_of_signals_never_wedges_bob(spawn_bob, burst):
+    """An editor dying sends SIGHUP to the group while something forwards a SIGTERM: a handler
+    that logged through a lock deadlocked on the second one (3 of 16 tries). Now a handler
+    only notes its signal; whatever the burst, Bob exits 0, said once."""
+    for _ in range(4):
+        bob = spawn_bob()
+        bob.initialize()
+        bob.new_session()
+        for signum in burst:
+            os.kill(bob.pid, signum)
+        assert bob.wait(20) == 0
+        said = bob.stderr().split("bob " + __version__)[-1]  # (this Bob's own lines: they share a file)
+        assert said.count("shutting down") == 1 and "Traceback" not in said, said
+
+
+def test_a_terminal_that_hangs_up_is_one_line(bob_env, tmp_path):
+    """Bob on a pty whose other end closes (a terminal window shut): the input ends (EIO) with a
+    line, never an error and a traceback."""
+    import pty
+    import subprocess
+
+    from bob_client import bob_command
+
+    (tmp_path / "config.yaml").write_text("{}\n")
+    master, slave = pty.openpty()
+    log = tmp_path / "stderr.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(bob_command(), stdin=slave, stdout=subprocess.DEVNULL, stderr=err, env=bob_env,
+                                start_new_session=True)
+    os.close(slave)
+    deadline = time.monotonic() + 20
+    while "speaks the Agent Client Protocol" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.close(master)  # (the hang-up: SIGHUP to its session, and EIO on every read)
+    assert proc.wait(20) == 0
+    text = log.read_text()
+    assert "Traceback" not in text and "[error" not in text, text
+    assert "input closed: Input/output error" in text or "SIGHUP: shutting down" in text

@@ -16,6 +16,7 @@ secret.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -83,6 +84,7 @@ class Shadow:
         self._lock = _lock_of(self.git_dir)
         self._last = Found()  # the last look
         self._kept: frozenset[str] = frozenset()  # the blobs look_ref holds
+        self.forgotten = False  # its session has ended: look_ref is written no more
 
     def snapshot(self, cancel: Cancel | None = None) -> Snapshot:
         """The root as it is now; the bytes of what changed since the last look kept in the store
@@ -105,7 +107,7 @@ class Shadow:
                 raise Cancelled() from None
             except OSError as exc:
                 raise CheckpointError(f"{self.root} could not be looked at: {exc.strerror or exc}") from None
-            if self.look_ref and (found.changed or len(found.files) != len(self._last.files)):
+            if self.look_ref and not self.forgotten and (found.changed or len(found.files) != len(self._last.files)):
                 blobs = frozenset(seen.blob for seen in found.files.values())
                 if blobs != self._kept:
                     self._keep(self.look_ref, sorted(blobs))
@@ -114,11 +116,15 @@ class Shadow:
         return found
 
     def forget_look(self) -> None:
-        """The session ends: its last look no longer holds anything in the store."""
-        if self.look_ref and self._kept:
-            with self._held():
-                self._git(["update-ref", "-d", self.look_ref])
-            self._kept = frozenset()
+        """The session ends: its last look no longer holds anything in the store. The ref's file
+        is removed as _keep wrote it, without the store's lock (a first look of another session
+        may hold it for seconds, and Bob's exit would wait for each open session) and without a
+        git run; a look still being made does not write it again."""
+        self.forgotten = True
+        if self.look_ref:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.git_dir, *self.look_ref.split("/")))
+        self._kept = frozenset()
 
     def blob(self, blob_id: str) -> bytes:
         with self._held():

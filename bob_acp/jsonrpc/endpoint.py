@@ -279,6 +279,8 @@ class Endpoint:
                     self._hand_on()
                 else:
                     self._take(frame)  # type: ignore[arg-type]
+        except OSError as exc:  # (a terminal hung up: EIO; a device gone): the end of input, in a line
+            self._log.info(f"input closed: {exc.strerror or exc}")
         except Exception:
             self._log.error("input stream failed", detail=_traceback())
         finally:
