@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, env: dict[str, Any], global_config: str | None
     provider, default_model, _ = KINDS[kind]
     base_url = args.base_url
     if kind == "openai-compatible" and not base_url:
-        base_url = ask.text("The server's URL", LOCAL_DEFAULT_URL)
+        base_url = ask.text("The server's URL", LOCAL_DEFAULT_URL) if ask.interactive else LOCAL_DEFAULT_URL
     if base_url:
         problem = config_module.url_problem(base_url)
         if problem:
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace, env: dict[str, Any], global_config: str | None
     key = _read_key(args, ask, base_url is None)
     if args.model:
         model = args.model
-    elif kind == "openai-compatible":
-        model = _served_model(base_url or LOCAL_DEFAULT_URL, key, ask)
+    elif base_url is not None:  # (any provider behind a server of the user's: its own list)
+        model = _served_model(provider, base_url, key, ask, default_model)
     else:
         model = ask.text("The model", default_model)
     if key is None and base_url is None:
@@ -175,21 +175,36 @@ def _unreachable(url: str | None) -> str | None:
     return None
 
 
-def _served_model(base_url: str, key: str | None, ask: "Questions") -> str:
-    """The model to use at an OpenAI-compatible server, picked from those it lists (GET /models);
-    typed in when it lists none. Without a terminal: the first listed."""
+def _served_model(provider: str, base_url: str, key: str | None, ask: "Questions", default: str) -> str:
+    """The model to use at a server, picked from those it lists (GET /models, or Anthropic's
+    /v1/models); typed in when it lists none. Without a terminal: the first listed. A server
+    that is not there is said in a line, and no name is asked for it."""
     from bob_acp.providers.http import endpoint_url
+    from bob_acp.providers.httpio import public_url
     from bob_acp.providers.models import list_at
 
+    shown_url = public_url(base_url)
+    unreachable = _unreachable(base_url)
+    if unreachable:
+        raise SetupError(f"nothing answers at {shown_url} ({unreachable}): start the model's server or check the "
+                         "URL, then run setup again (or give --model and --no-check to write the config now)")
+    if provider == "anthropic":
+        url, headers = endpoint_url(base_url, "/v1/models"), {"anthropic-version": "2023-06-01"}
+        headers.update({"x-api-key": key} if key else {})
+    else:
+        url, headers = endpoint_url(base_url, "/models"), ({"Authorization": f"Bearer {key}"} if key else {})
     try:
-        served = list_at(endpoint_url(base_url, "/models"), {"Authorization": f"Bearer {key}"} if key else {})
-    except Exception as exc:  # (a server without the list, or not up yet: the name is typed)
-        print(f"the server at {base_url} lists no models ({_one_line(exc)})")
+        served = list_at(url, headers)
+    except ValueError as exc:  # (our own words: a status, no list, not JSON)
+        print(f"the server at {shown_url} lists no models: {_one_line(exc)}")
+        served = []
+    except Exception:  # noqa: BLE001  (a connection that broke: no exception text, which says nothing to a person)
+        print(f"the server at {shown_url} did not answer GET {public_url(url)}")
         served = []
     if not served:
-        if not ask.interactive:
-            raise SetupError(f"--model is needed: the server at {base_url} lists none")
-        return ask.text("The model (its name at the server)", "")
+        if not ask.interactive and not default:
+            raise SetupError(f"--model is needed: the server at {shown_url} lists none")
+        return ask.text("The model (its name at the server)", default)
     if not ask.interactive:
         return served[0]
     shown = served[:30]

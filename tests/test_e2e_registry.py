@@ -347,3 +347,52 @@ def test_setup_says_an_unreachable_server_at_once(bob_env, tmp_path):
     assert result.returncode == 1 and f"cannot be reached: 127.0.0.1:{port}: Connection refused" in result.stdout
     assert time.monotonic() - started < 60  # (a generous bound: the retries alone took 14 s)
     assert yaml.safe_load(config.read_text())["model"]["baseUrl"] == f"http://127.0.0.1:{port}/v1"
+
+
+@pytest.mark.parametrize("provider", ["openai-responses", "anthropic"])
+def test_setup_lists_the_servers_models_for_every_provider(bob_env, tmp_path, server, provider):
+    """With --base-url (a gateway, LiteLLM), every provider's setup offers the server's own models
+    (Anthropic's at /v1/models, with its key header), not a name to guess."""
+    server.models = ["zeta-model", "alpha-model"]
+    config = tmp_path / "config.yaml"
+    result = run_setup(["--provider", provider, "--key-stdin", "--no-check", "--config", str(config),
+                        "--base-url", server.url], bob_env, stdin="sk-gateway-key-0123456789\n")
+    assert result.returncode == 0, result.stderr
+    assert yaml.safe_load(config.read_text())["model"]["name"] == "alpha-model"
+    asked = server.gets[-1]
+    assert asked["path"].endswith("/v1/models" if provider == "anthropic" else "/models")
+    if provider == "anthropic":
+        assert asked["headers"]["x-api-key"] == "sk-gateway-key-0123456789"
+    else:
+        assert asked["headers"]["Authorization"] == "Bearer sk-gateway-key-0123456789"
+
+
+def test_setup_says_in_one_line_that_no_server_answers_and_asks_no_model(bob_env, tmp_path):
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    config = tmp_path / "config.yaml"
+    result = run_setup(["--provider", "openai-compatible", "--config", str(config),
+                        "--base-url", f"http://127.0.0.1:{port}/v1"], bob_env, stdin="")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert f"nothing answers at http://127.0.0.1:{port}/v1" in lines[0] and "start the model's server" in lines[0]
+    assert "Traceback" not in result.stderr and "HTTPConnectionPool" not in result.stderr + result.stdout
+    assert not config.exists()
+
+
+def test_sign_in_words_name_what_the_user_can_run(monkeypatch):
+    """A registry user runs Bob through uvx: `bob-acp` is no command of theirs; and an editor with
+    no terminal sign-in is not offered "the configured model" while there is none."""
+    import sys
+
+    from bob_acp.acp import auth
+    from bob_acp.config import launch
+
+    monkeypatch.setattr(sys, "argv", ["/home/u/.cache/uv/archive-v0/abc/bin/bob-acp"])
+    assert launch.setup_words() == "uvx bob-acp setup"
+    (none,) = auth.methods(terminal=False, usable=False)
+    assert none["name"] == "Sign in once a model is set up" and "uvx bob-acp setup" in none["description"]
+    assert auth.methods(terminal=False, usable=True)[0]["name"] == "Use the configured model"

@@ -13,8 +13,6 @@ Bob has no account to log in to: "authenticated" means a model Bob can use is co
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 from bob_acp.jsontext import mapping
@@ -34,17 +32,11 @@ def terminal_auth_wanted(capabilities: dict[str, Any]) -> bool:
     return auth.get("terminal") is True or meta.get("terminal-auth") is True
 
 
-def launch_command() -> list[str]:
-    """How this Bob was started, for clients that run the terminal sign-in from `_meta` alone."""
-    program = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    if not program or program.endswith(("__main__.py", "-c")):
-        program_args = [sys.executable, "-m", "bob_acp"]
-    else:
-        program_args = [program]
-    return program_args + [arg for arg in sys.argv[1:] if arg != "--acp"]
+def methods(terminal: bool, usable: bool) -> list[dict[str, Any]]:
+    """The sign-in methods: a terminal one where the client runs it; else one that signs in with
+    the configured model, or, while none is configured, says how to configure one."""
+    from bob_acp.config.launch import launch_command, setup_words
 
-
-def methods(terminal: bool) -> list[dict[str, Any]]:
     if terminal:
         launch = launch_command()
         return [{
@@ -54,9 +46,13 @@ def methods(terminal: bool) -> list[dict[str, Any]]:
             "_meta": {"terminal-auth": {"command": launch[0], "args": [*launch[1:], "setup"],
                                         "label": "bob-acp setup"}},
         }]
-    return [{"id": MODEL_METHOD, "name": "Use the configured model",
-             "description": "Bob uses the model and key of its config file or environment; "
-                            "`bob-acp setup` in a terminal writes them."}]
+    if usable:
+        return [{"id": MODEL_METHOD, "name": "Use the configured model",
+                 "description": "Bob uses the model and key of its config file or environment; "
+                                f"`{setup_words()}` in a terminal writes them."}]
+    return [{"id": MODEL_METHOD, "name": "Sign in once a model is set up",
+             "description": f"No model is configured yet: run `{setup_words()}` in a terminal (or set the API key's "
+                            "variable in the environment the editor starts Bob with), then sign in."}]
 
 
 def required_message(cfg: Config) -> str:
@@ -64,6 +60,8 @@ def required_message(cfg: Config) -> str:
     from bob_acp import providers
 
     variable = providers.api_key_env(cfg) or "model.script"
+    from bob_acp.config.launch import setup_words
+
     return (f"Bob has no usable model: set {variable} in the environment the editor starts Bob with "
-            f"(or model.apiKeyFile, or model.baseUrl for a local server), or run `bob-acp setup` in a terminal; "
-            "then try again.")
+            f"(or model.apiKeyFile, or model.baseUrl for a local server), or run `{setup_words()}` in a terminal "
+            "(or your editor's sign-in); then try again.")

@@ -233,7 +233,7 @@ class AgentServer:
         offered = mapping(params.get("clientCapabilities"))
         self.channel.capabilities = ClientCapabilities(offered)
         if self.cfg.acp.auth:
-            self.auth_methods = auth.methods(auth.terminal_auth_wanted(offered))
+            self.auth_methods = auth.methods(auth.terminal_auth_wanted(offered), self.reader.current.usable)
         first = not self.initialized
         self.initialized = True
         result = {

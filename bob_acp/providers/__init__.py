@@ -164,6 +164,8 @@ def config_problem_message(problem: str) -> str:
 
 def no_model_message(cfg: Config, env: dict[str, str]) -> str:
     """What a prompt answers when no model is configured: exactly how to configure one."""
+    from bob_acp.config.launch import setup_words
+
     where = cfg.source or "~/.config/bob/config.yaml"
     if cfg.model.provider == "script":
         first = f"No model is configured: provider `script` needs `model.script` (the path of a script file) in {where}."
@@ -173,7 +175,8 @@ def no_model_message(cfg: Config, env: dict[str, str]) -> str:
     return (
         f"{first}\n\n"
         "To configure one, either:\n"
-        "- run `bob-acp setup` in a terminal: it asks for the provider, the model and the key, checks "
+        f"- run `{setup_words()}` in a terminal (or your editor's sign-in): it asks for the provider, the model and "
+        "the key, checks "
         "that the model answers and writes the config (the key in a file only you can read);\n"
         "- set `OPENAI_API_KEY` (OpenAI) or `ANTHROPIC_API_KEY` with `BOB_PROVIDER=anthropic` in the "
         "environment the editor starts Bob with; `BOB_MODEL` picks the model;\n"
