@@ -172,3 +172,44 @@ def test_a_folder_swapped_for_a_link_during_a_look_is_not_followed(tmp_path):
     finally:
         stop.set()
         flipper.join()
+
+
+def test_the_first_look_lasts_across_processes_and_a_cut_one_is_continued(tmp_path, monkeypatch):
+    """A store keeps its last look (what each file was, and a ref holding its blobs): the next
+    Bob's first look reads only what changed since; a first look cut short (a one-shot chat that
+    ended) is continued by the next one, not made again."""
+    from bob_acp.cancel import Cancel
+    from bob_acp.checkpoints import look as look_module
+    from bob_acp.checkpoints.store import Shadow
+    from bob_acp.exceptions import Cancelled
+
+    monkeypatch.setattr(look_module, "RACY_NS", 0)  # (files written just before: trusted all the same)
+    project, store = tmp_path / "project", str(tmp_path / "store")
+    for folder in range(30):
+        (project / f"d{folder:02}").mkdir(parents=True)
+        for n in range(20):
+            (project / f"d{folder:02}" / f"f{n}.txt").write_text(f"{folder}-{n}\n")
+    first = Shadow(str(project), store, 1 << 20, look_ref="refs/look/one/0")
+    assert len(first.snapshot().changed) == 600
+    first.forget_look()  # (its session ends: its own ref goes, the store's last look stays)
+    second = Shadow(str(project), store, 1 << 20, look_ref="refs/look/two/0")
+    (project / "d03" / "f1.txt").write_text("changed\n")
+    found = second.snapshot()
+    assert found.changed == ["d03/f1.txt"] and len(found.files) == 600
+    assert second.blob(found.files["d07/f2.txt"].blob) == b"7-2\n"  # (its bytes kept, though not read again)
+
+    # A first look cut short: what it read is kept, and the next one reads the rest only.
+    class CutAfter(Cancel):  # (a session that ends while its first look is being made)
+        asked = 0
+
+        def is_set(self) -> bool:
+            self.asked += 1
+            return self.asked > 10
+
+    fresh = str(tmp_path / "store2")
+    cut = Shadow(str(project), fresh, 1 << 20, look_ref="refs/look/three/0")
+    with pytest.raises(Cancelled):
+        cut.snapshot(CutAfter())
+    again = Shadow(str(project), fresh, 1 << 20, look_ref="refs/look/four/0")
+    continued = again.snapshot()
+    assert 0 < len(continued.changed) < 600 and len(continued.files) == 600

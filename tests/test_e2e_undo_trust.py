@@ -236,12 +236,19 @@ def test_a_bob_killed_during_undo_says_so_at_load_and_the_next_undo_finishes(tmp
         bob.kill()
     with Bob(str(workdir), env) as bob:
         bob.initialize()
+        # Another session in the folder is told too, until the restore is finished.
+        _, frames = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+        _, more = bob.call("_bob/nothing", {})
+        assert f"An /undo of session {sid} in this folder did not finish" in message_text(frames + more)
         bob.result("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
         told = " ".join(message_text([f]) for f in bob.frames) + json.dumps(updates(bob.frames, "agent_message_chunk"))
         assert "An /undo of this session did not finish" in told
         said = message_text(bob.prompt(sid, "/undo")[1])
         assert said.startswith("↩️ Undid the turn “write both”") and "changed since" not in said, said
         assert (workdir / "a.txt").read_text() == "a before\n" and (workdir / "b.txt").read_text() == "b before\n"
+        _, frames = bob.call("session/new", {"cwd": str(workdir), "mcpServers": []})
+        _, more = bob.call("_bob/nothing", {})
+        assert "did not finish" not in message_text(frames + more)
 
 
 def test_what_is_planted_in_the_store_runs_nothing_and_the_next_turn_is_recorded(spawn_bob, server, workdir):
@@ -417,3 +424,41 @@ def test_a_planted_head_never_wedges_a_turn(spawn_bob, server, workdir, plant):
     said = message_text(bob.prompt(sid, "/undo", timeout=60)[1])
     assert "Restored" in said or "Removed" in said, said
     assert not (workdir / "a.txt").exists()
+
+
+def test_a_name_that_is_not_utf8_keeps_its_undo_point_across_a_restart(spawn_bob, server, workdir):
+    """A turn that made a file whose name is not valid UTF-8: its undo point survives the session
+    file (its signature held), and /undo after a restart takes the file back by its own name."""
+    server.enqueue(server.openai_tool_call("bash", {"command": "printf made > $'\\xff\\xfe.txt'"}, call_id="u1"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server, {"acp": {"sessionHistory": True}})
+    sid = opened(bob)
+    bob.prompt(sid, "make it")
+    assert os.path.exists(os.path.join(os.fsencode(workdir), b"\xff\xfe.txt"))
+    assert bob.close() == 0
+    again = start(spawn_bob, server, {"acp": {"sessionHistory": True}})
+    again.result("session/load", {"sessionId": sid, "cwd": str(workdir), "mcpServers": []})
+    said = message_text(again.prompt(sid, "/undo")[1])
+    assert said.startswith("↩️ Undid the turn “make it”"), said
+    assert not os.path.exists(os.path.join(os.fsencode(workdir), b"\xff\xfe.txt"))
+    assert "left out" not in again.stderr()
+
+
+def test_an_undo_point_whose_copies_are_gone_is_said_once_and_dropped(spawn_bob, server, workdir):
+    """The user cleaned .bob/checkpoints: the record can never be restored; /undo says so once,
+    drops it, touches nothing, and the next /undo goes on with the turn before."""
+    (workdir / "a.txt").write_text("one\n")
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "two\n"}, call_id="g1"),
+                   server.openai_text("done"))
+    server.enqueue(server.openai_tool_call("write_file", {"path": "b.txt", "content": "b\n"}, call_id="g2"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "first")
+    bob.prompt(sid, "second")
+    shutil.rmtree(workdir / ".bob" / "checkpoints")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert "cannot be used" in said and "dropped" in said and "try again" not in said.lower(), said
+    assert (workdir / "b.txt").read_text() == "b\n" and (workdir / "a.txt").read_text() == "two\n"
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert "second" not in said, said  # (that one is gone: the turn before is next)

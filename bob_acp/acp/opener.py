@@ -99,6 +99,7 @@ class Opener:
         if records and conv.checkpoints.load(records):
             conv.notices.append("Some checkpoints in this session's file were not made by you, were edited, or come "
                                 "from an older Bob: /undo leaves them out.")
+        conv.notices += conv.checkpoints.others_unfinished()
         interrupted = conv.checkpoints.interrupted()
         if interrupted:
             conv.notices.append(interrupted)

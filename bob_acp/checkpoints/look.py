@@ -9,8 +9,9 @@ can turn against Bob's unconfined process.
   file's status read with fstatat(AT_SYMLINK_NOFOLLOW), a link's target read as text.
 - Nothing blocks: a file is opened O_NONBLOCK and read only when its descriptor is a regular file
   (a FIFO, a device, a socket is passed over).
-- Only what changed is read: a file whose inode, size, times and mode are as the last look saw
-  them keeps its id (one that changed within the look's own clock tick is read again next time).
+- Only what changed is read: a file whose device, inode, size, times and mode are as the last
+  look saw them keeps its id (one that changed within the look's own clock tick is read again
+  next time). The last look lasts across Bob processes (the store keeps it: store.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Seen:
     """A file or link as a look found it: its st_mode, what shows it changed, its blob id."""
 
     mode: int
+    dev: int
     ino: int
     size: int
     mtime: int
@@ -64,6 +66,14 @@ class Found:
 Store = Callable[[bytes], str]  # keeps a file's bytes, returns their blob id
 
 
+class Interrupted(InterruptedError):
+    """The look was stopped; `found`: what it had found of the root by then."""
+
+    def __init__(self, found: Found):
+        super().__init__("the look was stopped")
+        self.found = found
+
+
 def blob_id(data: bytes) -> str:
     """The id git gives a blob of these bytes."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -81,7 +91,7 @@ def look(root: str, last: dict[str, Seen], max_bytes: int, keep: Store,
     try:
         while pending:
             if stop():
-                raise InterruptedError("the look was stopped")
+                raise Interrupted(found)
             fd, folder, rules = pending.pop()
             try:
                 _folder(fd, folder, rules, found, last, max_bytes, keep, started, pending)
@@ -154,7 +164,7 @@ def _enter(fd: int, name: str, path: str, info: os.stat_result, found: Found, ru
 def _file(fd: int, name: str, path: str, info: os.stat_result, found: Found, last: dict[str, Seen],
           max_bytes: int, keep: Store, started: int) -> None:
     before = last.get(path)
-    if (before is not None and before.ino == info.st_ino and before.size == info.st_size
+    if (before is not None and before.ino == info.st_ino and before.dev == info.st_dev and before.size == info.st_size
             and before.mtime == info.st_mtime_ns and before.ctime == info.st_ctime_ns and before.mode == info.st_mode):
         found.files[path] = before
         return
@@ -180,7 +190,7 @@ def _file(fd: int, name: str, path: str, info: os.stat_result, found: Found, las
             return  # (no longer a regular file)
         data = read
     racy = max(info.st_mtime_ns, info.st_ctime_ns) >= started - RACY_NS
-    found.files[path] = Seen(info.st_mode, -1 if racy else info.st_ino, info.st_size, info.st_mtime_ns,
+    found.files[path] = Seen(info.st_mode, info.st_dev, -1 if racy else info.st_ino, info.st_size, info.st_mtime_ns,
                              info.st_ctime_ns, keep(data))
     found.changed.append(path)
 

@@ -38,8 +38,8 @@ class Change:
     gap: bool = False
 
     def data(self) -> dict[str, Any]:
-        item: dict[str, object] = {"root": self.root, "path": self.path, "before": self.before, "after": self.after,
-                                   "by": self.by}
+        item: dict[str, object] = {**_name("root", self.root), **_name("path", self.path), "before": self.before,
+                                   "after": self.after, "by": self.by}
         if self.during:
             item["during"] = True
         if self.gap:
@@ -70,10 +70,41 @@ class Record:
         return item
 
 
+def _name(key: str, name: str) -> dict[str, str]:
+    """A root or path as a session file keeps it: as it is, or, where it is no valid UTF-8 (a
+    file named with other bytes), readably under `key` and exactly under `<key>Bytes` (base64)."""
+    try:
+        name.encode("utf-8")
+        return {key: name}
+    except UnicodeEncodeError:
+        import base64
+
+        from bob_acp.jsontext import clean
+
+        return {key: clean(name), key + "Bytes": base64.b64encode(os.fsencode(name)).decode()}
+
+
+def _named(item: dict[str, Any], key: str) -> object:
+    exact = item.get(key + "Bytes")
+    if not isinstance(exact, str):
+        return item.get(key)
+    import base64
+    import binascii
+
+    try:
+        return os.fsdecode(base64.b64decode(exact, validate=True))
+    except (binascii.Error, ValueError):
+        return None
+
+
 def sign(key: bytes, session_id: str, item: dict[str, Any]) -> str:
+    """The record's signature, over what the session file keeps of it (text made valid Unicode,
+    as the file's JSON holds it: a name that is not is kept exactly beside, in base64)."""
     import json
 
-    body = {k: v for k, v in item.items() if k != "mac"}
+    from bob_acp.jsontext import clean_tree
+
+    body = clean_tree({k: v for k, v in item.items() if k != "mac"})
     text = json.dumps([session_id, body], sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
@@ -100,7 +131,7 @@ def parse(item: object) -> Record | None:
 def _change(item: object) -> Change | None:
     if not isinstance(item, dict):
         return None
-    root, path, by = item.get("root"), item.get("path"), item.get("by")
+    root, path, by = _named(item, "root"), _named(item, "path"), item.get("by")
     if not isinstance(root, str) or not os.path.isabs(root) or not isinstance(path, str) or by not in BY:
         return None
     parts = path.split("/")

@@ -18,6 +18,7 @@ kill leaves it to be finished by the next /undo, the conversation untrimmed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import threading
@@ -25,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import threads
+from bob_acp import jsontext, threads
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import restore
 from bob_acp.checkpoints.look import Seen
@@ -261,6 +262,9 @@ class Checkpoints:
         if record is None:
             return "↩️ Nothing to undo: " + self._why_nothing()
         index = next((i for i, m in enumerate(messages) if m.get(TAG) == record.id), None)
+        lost = self._lost(record, messages[index:] if index is not None else [], save)
+        if lost:
+            return "↩️ " + lost
         later = [_title([m]) for m in messages[index + 1:] if m["role"] == "user" and not m.get("summary")] \
             if index is not None else []
         outcome = self._apply(record, 0, editor, save)
@@ -287,6 +291,9 @@ class Checkpoints:
         if not undone:
             return "↪️ Nothing to redo: /redo puts back what the last /undo took, until a new turn."
         record = undone[0]
+        lost = self._lost(record, record.messages, save)
+        if lost:
+            return "↪️ " + lost
         outcome = self._apply(record, 1, editor, save)
         if not outcome.complete:
             return "↪️ /redo did not finish: " + restore.words(outcome) + " /redo again tries the rest."
@@ -296,6 +303,28 @@ class Checkpoints:
         record.undone = False
         return "\n".join(line for line in (f"↪️ Redid the turn “{title}”" if title else "↪️ Redid the turn",
                                            restore.words(outcome)) if line)
+
+    def _lost(self, record: Record, messages: list[dict[str, Any]], save: Callable[[], None]) -> str:
+        """When the store no longer holds a copy a record needs (its folder was cleaned by hand):
+        the record dropped, said once ("" while it is whole). It could never be restored, so
+        "try again" would be a dead end; nothing is touched."""
+        needed: dict[str, set[str]] = {}
+        for change in record.changes:
+            needed.setdefault(change.root, set()).update(change.blobs())
+        try:
+            missing = [b for root, blobs in needed.items() if root in self.shadows
+                       for b in self.shadows[root].missing(sorted(blobs))]
+        except (OSError, CheckpointError):
+            return ""  # (the store cannot be asked now: the restore says what fails)
+        if not missing:
+            return ""
+        self.records.remove(record)
+        self._drop([record])
+        save()
+        title = _title(messages)
+        return (f"The undo point of the turn “{title or 'before'}” cannot be used: the checkpoint store no longer "
+                f"holds {len(missing)} of the copies it needs (was .bob/checkpoints removed or changed by hand?). "
+                "It is dropped; no file was touched, and the conversation is as it was.")
 
     def interrupted(self) -> str:
         """What to tell at load about a restore a stopped Bob left unfinished, or ""."""
@@ -309,6 +338,7 @@ class Checkpoints:
     def _apply(self, record: Record, to: int, editor: restore.Editor | None, save: Callable[[], None]) -> restore.Outcome:
         record.pending = to
         save()  # (the journal: said before a file is touched)
+        self._mark_restoring(to)  # (and to every other session in this folder, until it is finished)
         shadows = self.shadows
 
         def blob(blob_id: str) -> bytes:
@@ -325,7 +355,43 @@ class Checkpoints:
                          for c in record.changes if c.root not in shadows]
         if outcome.complete:
             record.pending = None
+            with contextlib.suppress(OSError):
+                os.unlink(self._marker())
         return outcome
+
+    def _marker(self) -> str:
+        return os.path.join(store_of(self.workspace.cwd), f"restoring-{self.session_id}")
+
+    def _mark_restoring(self, to: int) -> None:
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(self._marker()), mode=0o700, exist_ok=True)
+            fd = os.open(self._marker(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write("/undo" if to == 0 else "/redo")
+
+    def others_unfinished(self) -> list[str]:
+        """What a new session in this folder must hear: each /undo or /redo another session began
+        here and did not finish (Bob was stopped during it), until it is finished."""
+        store = store_of(self.workspace.cwd)
+        try:
+            names = sorted(n for n in os.listdir(store) if n.startswith("restoring-"))
+        except OSError:
+            return []
+        said = []
+        for name in names:
+            session = name[len("restoring-"):]
+            if session == self.session_id:
+                continue
+            try:
+                fd = os.open(os.path.join(store, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                with os.fdopen(fd, "rb") as handle:
+                    command = "/redo" if handle.read(16).startswith(b"/redo") else "/undo"
+            except OSError:
+                continue
+            said.append(f"An {command} of session {jsontext.clean(session)[:40]} in this folder did not finish (Bob was "
+                        "stopped during it): some of its files may be put back and others not. Load that session and "
+                        f"run {command} again to finish it.")
+        return said
 
     def _why_nothing(self) -> str:
         reasons = ["no change Bob made in this session's turns is recorded"]

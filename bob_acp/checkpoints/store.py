@@ -16,6 +16,7 @@ secret.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import hashlib
@@ -26,8 +27,9 @@ import subprocess
 import threading
 import zlib
 
+from bob_acp import jsontext
 from bob_acp.cancel import Cancel
-from bob_acp.checkpoints.look import Found, blob_id, look
+from bob_acp.checkpoints.look import Found, Interrupted, Seen, blob_id, look
 from bob_acp.exceptions import BobError, Cancelled
 
 GIT_TIMEOUT = 300.0  # seconds one git command on the store may take (a repack of a very large one)
@@ -37,6 +39,8 @@ CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = tr
 PLANTED = ("objects/info/alternates", "objects/info/http-alternates", "shallow", "commondir", "index.lock", "index",
            "info/attributes", "info/exclude")
 Snapshot = Found  # a root as a look found it
+LOOK_REF = "refs/look/store"  # holds the blobs of the store's last look (<git dir>.look lists them)
+MAX_LOOK_BYTES = 256 * 1024 * 1024  # a last look larger than this is not read (made again)
 
 
 class CheckpointError(BobError):
@@ -85,13 +89,18 @@ class Shadow:
         self._last = Found()  # the last look
         self._kept: frozenset[str] = frozenset()  # the blobs look_ref holds
         self.forgotten = False  # its session has ended: look_ref is written no more
+        self._unsaved = False  # the last look is newer than the store's
 
     def snapshot(self, cancel: Cancel | None = None) -> Snapshot:
         """The root as it is now; the bytes of what changed since the last look kept in the store
-        (under the store's lock: no prune takes a blob before the look's ref holds it)."""
+        (under the store's lock: no prune takes a blob before a ref holds it). A first look
+        starts from the store's last look, which any Bob left (so only what changed since is
+        read); one cut short is kept as far as it went, for the next to continue."""
         with self._held():
             known: set[bytes] = set()
-            if not self._last.files:  # (a first look reads every file: most may be stored already)
+            last = self._last.files
+            if not last:  # (a first look: from the store's, and most files may be stored already)
+                last = self._kept_look()
                 known = set(self._git(["cat-file", "--batch-all-objects", "--batch-check=%(objectname)"]).split())
 
             def keep(data: bytes) -> str:
@@ -100,10 +109,12 @@ class Shadow:
                     self._object(b"blob", data, object_id)
                 return object_id
 
+            first = not self._last.files
             try:
-                found = look(self.root, self._last.files, self.max_bytes, keep,
+                found = look(self.root, last, self.max_bytes, keep,
                              stop=cancel.is_set if cancel is not None else lambda: False)
-            except InterruptedError:
+            except Interrupted as cut:
+                self._keep_look({**last, **cut.found.files})  # (the next look continues from here)
                 raise Cancelled() from None
             except OSError as exc:
                 raise CheckpointError(f"{self.root} could not be looked at: {exc.strerror or exc}") from None
@@ -113,18 +124,69 @@ class Shadow:
                     self._keep(self.look_ref, sorted(blobs))
                     self._kept = blobs
             self._last = found
+            self._unsaved = bool(found.changed) or first
+            if first:
+                self._keep_look(found.files)
         return found
 
+    def _kept_look(self) -> dict[str, Seen]:
+        """The store's last look (what a Bob saw of each file, and its blob, held by LOOK_REF), or
+        nothing when it is not there or not whole."""
+        if not os.path.exists(os.path.join(self.git_dir, *LOOK_REF.split("/"))):
+            return {}
+        try:
+            fd = os.open(self.git_dir + ".look", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return {}
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_LOOK_BYTES:
+                return {}
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = jsontext.loads(handle.read())
+        except (OSError, ValueError):
+            return {}
+        finally:
+            os.close(fd)
+        try:
+            return {os.fsdecode(base64.b64decode(row[0])): Seen(*row[1:])
+                    for row in data["files"] if isinstance(row, list) and len(row) == 8} \
+                if isinstance(data, dict) and data.get("root") == self.root and data.get("v") == 1 else {}
+        except (TypeError, ValueError, KeyError):
+            return {}
+
+    def _keep_look(self, files: dict[str, Seen]) -> None:
+        """(Under the store's lock.) `files` as the store's last look: a ref holding their blobs
+        first, then the file that lists them, replaced whole."""
+        self._keep(LOOK_REF, sorted({seen.blob for seen in files.values()}))
+        rows = [[base64.b64encode(os.fsencode(path)).decode(), seen.mode, seen.dev, seen.ino, seen.size, seen.mtime,
+                 seen.ctime, seen.blob] for path, seen in files.items()]
+        _replace(self.git_dir + ".look", jsontext.dumps({"v": 1, "root": self.root, "files": rows}))
+        self._unsaved = False
+
     def forget_look(self) -> None:
-        """The session ends: its last look no longer holds anything in the store. The ref's file
-        is removed as _keep wrote it, without the store's lock (a first look of another session
-        may hold it for seconds, and Bob's exit would wait for each open session) and without a
-        git run; a look still being made does not write it again."""
+        """The session ends: its last look no longer holds anything in the store. Its ref's file
+        is removed as _keep wrote it, without waiting for the store's lock (a first look of
+        another session may hold it for seconds, and Bob's exit would wait for each open session)
+        and without a git run; a look still being made does not write it again. A look it made
+        since the store's last is kept as the store's, when the lock is free."""
         self.forgotten = True
+        if self._unsaved:
+            with contextlib.suppress(OSError, CheckpointError), self._held(blocking=False):
+                self._keep_look(self._last.files)
         if self.look_ref:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(self.git_dir, *self.look_ref.split("/")))
         self._kept = frozenset()
+
+    def missing(self, blobs: list[str]) -> list[str]:
+        """Those of these blobs the store does not hold."""
+        if not blobs:
+            return []
+        with self._held():
+            out = self._git(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+                            "".join(f"{b}\n" for b in blobs).encode())
+        return [line.split()[0] for line in out.decode().splitlines() if line.endswith(" missing")]
 
     def blob(self, blob_id: str) -> bytes:
         with self._held():
@@ -199,8 +261,9 @@ class Shadow:
 
     # ---- plumbing --------------------------------------------------------------------------------
 
-    def _held(self) -> _Held:
-        return _Held(self)
+    def _held(self, blocking: bool = True) -> _Held:
+        """The store's lock; not `blocking`: BlockingIOError at once when another holds it."""
+        return _Held(self, blocking)
 
     def _prepare(self) -> None:
         """The repository made, or its settings written again (one found here may be planted)."""
@@ -256,12 +319,14 @@ class Shadow:
 class _Held:
     """A shadow's lock (this process's, then the flock other processes see), prepared once held."""
 
-    def __init__(self, shadow: Shadow):
+    def __init__(self, shadow: Shadow, blocking: bool = True):
         self.shadow = shadow
         self.fd = -1
+        self.blocking = blocking
 
     def __enter__(self) -> None:
-        self.shadow._lock.acquire()
+        if not self.shadow._lock.acquire(blocking=self.blocking):
+            raise BlockingIOError("the store is busy")
         try:
             store = self.shadow.store
             if os.path.islink(os.path.dirname(store)) or os.path.islink(store):
@@ -270,7 +335,7 @@ class _Held:
             if stat.S_IMODE(os.lstat(store).st_mode) != 0o700:
                 os.chmod(store, 0o700)  # (a store of 0.16, or one made by hand: the user's alone)
             self.fd = os.open(self.shadow.git_dir + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if self.blocking else fcntl.LOCK_NB))
             self.shadow._prepare()
         except BaseException:
             self.__exit__()
@@ -310,8 +375,11 @@ def _replace(path: str, data: bytes, mode: int = 0o600) -> None:
 
 
 def forget(cwd: str, session_id: str) -> None:
-    """A deleted session's records, dropped from every shadow repository of its folder."""
+    """A deleted session's records, dropped from every shadow repository of its folder (and its
+    unfinished restore's mark)."""
     store = store_of(cwd)
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(store, f"restoring-{session_id}"))
     try:
         names = [n for n in os.listdir(store) if n.endswith(".git")]
     except OSError:
