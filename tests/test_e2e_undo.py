@@ -98,8 +98,14 @@ def test_undo_takes_back_a_turns_writes_edits_and_deletions_and_its_messages_and
 
     server.enqueue(server.openai_text("fine"))
     bob.prompt(sid, "/undo")  # a second /undo walks back further: no earlier turn changed files
-    _, frames = bob.prompt(sid, "/redo")
-    assert message_text(frames).startswith("↪️ Nothing to redo")  # ("what now?" was a new turn)
+    # After a new turn, /redo still puts the files back (no byte /undo replaced is lost), not the
+    # messages: the conversation went on without that turn.
+    said = message_text(bob.prompt(sid, "/redo")[1])
+    assert said.startswith("↪️ Put back the files of the turn “make the three changes”"), said
+    assert (workdir / "new.txt").exists() and (workdir / "edit.txt").read_bytes() == b"line one\r\nafter\r\n"
+    server.enqueue(server.openai_text("fine"))
+    bob.prompt(sid, "and then?")
+    assert users_sent(server) == ["say hello", "what now?", "and then?"]
 
 
 def test_redo_puts_back_what_undo_took_and_a_file_changed_since_is_left_and_named(spawn_bob, server, workdir):

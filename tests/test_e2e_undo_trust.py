@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 
 import pytest
 from bob_client import Bob, allow, message_text, updates
@@ -462,3 +463,41 @@ def test_an_undo_point_whose_copies_are_gone_is_said_once_and_dropped(spawn_bob,
     assert (workdir / "b.txt").read_text() == "b\n" and (workdir / "a.txt").read_text() == "two\n"
     said = message_text(bob.prompt(sid, "/undo")[1])
     assert "second" not in said, said  # (that one is gone: the turn before is next)
+
+
+def test_a_save_during_a_command_is_never_lost_to_undo_and_only_it_is_hedged(spawn_bob, server, workdir):
+    """Bob edits app.py, then runs a test command that changes nothing; the user saves notes.md
+    while it runs. /undo takes the turn back (Bob cannot tell the save from the command) and
+    says which path it doubts (notes.md, which the command never named); after a new prompt,
+    /redo brings the user's notes.md back: no byte /undo replaced is lost."""
+    import threading
+
+    (workdir / "app.py").write_text("print('before')\n")
+    (workdir / "notes.md").write_text("old notes\n")
+    server.enqueue(server.openai_tool_call("write_file", {"path": "app.py", "content": "print('bob')\n"},
+                                           call_id="s1"),
+                   server.openai_tool_call("bash", {"command": "touch started; while [ ! -e saved ]; do sleep 0.02; "
+                                                               "done; echo tested"}, call_id="s2"),
+                   server.openai_text("done"))
+
+    def the_user_saves():
+        while not (workdir / "started").exists():
+            time.sleep(0.02)
+        (workdir / "notes.md").write_text("the user's own notes\n")
+        (workdir / "saved").write_text("")
+
+    saver = threading.Thread(target=the_user_saves)
+    saver.start()
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "edit and test")
+    saver.join(30)
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert "Changed while a command ran (Bob cannot tell whether the command alone wrote them): notes.md." in said
+    assert (workdir / "app.py").read_text() == "print('before')\n"
+    server.enqueue(server.openai_text("ok"))
+    bob.prompt(sid, "something else")
+    said = message_text(bob.prompt(sid, "/redo")[1])
+    assert said.startswith("↪️ Put back the files of the turn “edit and test”"), said
+    assert (workdir / "notes.md").read_text() == "the user's own notes\n"
+    assert (workdir / "app.py").read_text() == "print('bob')\n"

@@ -61,12 +61,15 @@ class Record:
     undone: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list)  # what /undo took out of the conversation, for /redo
     pending: int | None = None
+    later: bool = False  # undone before a later turn: /redo puts its files back, not its messages
 
     def data(self) -> dict[str, Any]:
         item = {"id": self.id, "changes": [c.data() for c in self.changes], "notes": self.notes,
                 "undone": self.undone, "messages": self.messages}
         if self.pending is not None:
             item["pending"] = self.pending
+        if self.later:
+            item["later"] = True
         return item
 
 
@@ -125,7 +128,7 @@ def parse(item: object) -> Record | None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages) or pending not in (None, 0, 1):
         return None
     return Record(item["id"], [c for c in changes if c is not None], notes, item.get("undone") is True, messages,
-                  pending)
+                  pending, item.get("later") is True)
 
 
 def _change(item: object) -> Change | None:

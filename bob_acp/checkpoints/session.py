@@ -54,6 +54,7 @@ class Window:
     name: str
     snapshots: dict[str, Snapshot] = field(default_factory=dict)
     heads: dict[str, bytes] = field(default_factory=dict)  # each root's git HEAD and branch, as they were
+    command: str = ""  # a command's text (what it names, it more likely wrote)
     file: tuple[str, str] | None = None  # (root, path) of a file tool's file
     old: tuple[State | None, bytes] | None = None  # its state and bytes before
 
@@ -129,18 +130,19 @@ class Checkpoints:
     # ---- during a turn -------------------------------------------------------------------------
 
     def begin_turn(self) -> None:
-        """A new turn: what /undo took back can no longer be put again (the files go on from here)."""
+        """A new turn. What /undo took back stays redo-able, so that no byte /undo replaced is
+        lost (for every path not changed again since); its messages stay out of the conversation,
+        which has gone on without them."""
         self._turn = uuid.uuid4().hex
         self._chains = {}
         self._notes = []
         self._said = set()
         self._touched = False
-        dropped = [r for r in self.records if r.undone]
-        if dropped:
-            self.records = [r for r in self.records if not r.undone]
-            self._drop(dropped)
+        for record in self.records:
+            if record.undone:
+                record.later = True
 
-    def open_window(self, name: str, path: str | None, cancel: Cancel) -> tuple[Window | None, str]:
+    def open_window(self, name: str, path: str | None, cancel: Cancel, command: str = "") -> tuple[Window | None, str]:
         """Before a call that may change files: (its window, or None when it cannot be recorded;
         what to tell the user about that, once a turn, or "")."""
         if not self._warm.is_set():  # (a turn never waits for it: the call goes unrecorded, and says so)
@@ -149,7 +151,7 @@ class Checkpoints:
         self._touched = True
         if name in FILE_TOOLS:
             return self._open_file(name, path)
-        window = Window(name)
+        window = Window(name, command=command)
         for root, shadow in self.shadows.items():
             window.snapshots[root] = shadow.snapshot(cancel)
             window.heads[root] = git_head(root)
@@ -165,12 +167,13 @@ class Checkpoints:
             after = shadow.snapshot(None)
             found: dict[str, Change] = {}
             for path, old, new in changes(before, after):
-                found[path] = Change(root, path, _state(old), _state(new), window.name, during=True)
-            for change in _folders(root, before, after):
+                found[path] = Change(root, path, _state(old), _state(new), window.name,
+                                     during=not _named(path, window.command))
+            for change in _folders(root, before, after, window.command):
                 both = found.get(change.path)  # (a file that became a folder, or the other way: one change)
                 found[change.path] = change if both is None else Change(
                     root, change.path, both.before or change.before, both.after or change.after, window.name,
-                    during=True)
+                    during=not _named(change.path, window.command))
             for change in found.values():
                 self._join(change)
             said += self._unrecordable(root, before, after, window.heads[root])
@@ -287,9 +290,10 @@ class Checkpoints:
         return "\n".join(line for line in said if line)
 
     def redo(self, messages: list[dict[str, Any]], editor: restore.Editor | None, save: Callable[[], None]) -> str:
-        undone = [r for r in self.records if r.undone]
+        # (the last /undo's chain first; then what was undone before the turns since)
+        undone = [r for r in self.records if r.undone and not r.later] or [r for r in self.records if r.undone]
         if not undone:
-            return "↪️ Nothing to redo: /redo puts back what the last /undo took, until a new turn."
+            return "↪️ Nothing to redo: /redo puts back what an /undo took."
         record = undone[0]
         lost = self._lost(record, record.messages, save)
         if lost:
@@ -297,12 +301,17 @@ class Checkpoints:
         outcome = self._apply(record, 1, editor, save)
         if not outcome.complete:
             return "↪️ /redo did not finish: " + restore.words(outcome) + " /redo again tries the rest."
-        messages.extend(record.messages)
         title = _title(record.messages)
+        if record.later:  # (the conversation went on without that turn: its files alone come back)
+            head = (f"↪️ Put back the files of the turn “{title}”" if title else "↪️ Put back the files of that turn")
+            head += (" (the conversation went on since, without it: its messages are not put back; the files "
+                     "changed again since are left as they are)")
+        else:
+            messages.extend(record.messages)
+            head = f"↪️ Redid the turn “{title}”" if title else "↪️ Redid the turn"
         record.messages = []
-        record.undone = False
-        return "\n".join(line for line in (f"↪️ Redid the turn “{title}”" if title else "↪️ Redid the turn",
-                                           restore.words(outcome)) if line)
+        record.undone = record.later = False
+        return "\n".join(line for line in (head, restore.words(outcome)) if line)
 
     def _lost(self, record: Record, messages: list[dict[str, Any]], save: Callable[[], None]) -> str:
         """When the store no longer holds a copy a record needs (its folder was cleaned by hand):
@@ -580,12 +589,19 @@ def changes(before: Snapshot, after: Snapshot) -> list[tuple[str, Seen | None, S
     return found
 
 
-def _folders(root: str, before: Snapshot, after: Snapshot) -> list[Change]:
+def _named(path: str, command: str) -> bool:
+    """Whether a command's text names a path it changed (its name, or a folder of it): then it
+    most likely wrote it. A path it never names (a file saved in the editor while a test ran) is
+    the one /undo hedges about."""
+    return bool(command) and any(part in command for part in path.split("/") if len(part) > 1)
+
+
+def _folders(root: str, before: Snapshot, after: Snapshot, command: str) -> list[Change]:
     """Folders the command made or took away, each with its mode as the look found it."""
-    found = [Change(root, path, None, {"type": "folder", "mode": after.folders[path]}, "bash", during=True)
-             for path in sorted(after.folders.keys() - before.folders.keys())]
-    found += [Change(root, path, {"type": "folder", "mode": before.folders[path]}, None, "bash", during=True)
-              for path in sorted(before.folders.keys() - after.folders.keys())]
+    found = [Change(root, path, None, {"type": "folder", "mode": after.folders[path]}, "bash",
+                    during=not _named(path, command)) for path in sorted(after.folders.keys() - before.folders.keys())]
+    found += [Change(root, path, {"type": "folder", "mode": before.folders[path]}, None, "bash",
+                     during=not _named(path, command)) for path in sorted(before.folders.keys() - after.folders.keys())]
     return found
 
 

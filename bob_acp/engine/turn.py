@@ -435,7 +435,9 @@ class Engine:
         path = call.arguments.get("path")
         target = conv.workspace.resolve(path) if isinstance(path, str) and path and "\0" not in path else None
         try:
-            window, said = conv.checkpoints.open_window(call.name, target, cancel)
+            command = call.arguments.get("command") if call.name == "bash" else None
+            window, said = conv.checkpoints.open_window(call.name, target, cancel,
+                                                        command if isinstance(command, str) else "")
         except (CheckpointError, OSError) as exc:
             self._checkpoint_failed(conv, sink, exc)
             return None
