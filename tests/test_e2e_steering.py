@@ -238,3 +238,26 @@ def test_in_the_chat_without_steering_a_line_typed_during_a_turn_is_the_next_pro
     child.close()
     assert child.exitstatus == 0
     assert "added to the running turn" not in child.before
+
+
+def test_undo_takes_a_steered_turn_out_whole(spawn_bob, tmp_path, workdir):
+    """With checkpoints: /undo of a turn that took a steer takes its files and its messages out,
+    the steer's too (the prompt stayed in the conversation while the steer went)."""
+    turns = [{"match": "start the long job",
+              "replies": [bash("while [ ! -e go ]; do sleep 0.02; done; echo made > job.txt"), {"text": "done"}]},
+             {"match": "also mind the tests", "replies": [{"text": "minding the tests as you asked"}]}]
+    path = tmp_path / "script.yaml"
+    path.write_text(json.dumps({"turns": turns}))
+    bob = spawn_bob({"model": {"provider": "script", "script": str(path)}, "sessions": {"enabled": True},
+                     "acp": {"steering": True}, "tools": {"checkpoints": True},
+                     "permissions": {"mode": "allow-all"}})
+    bob.initialize()
+    sid = bob.new_session()
+    prompt_id = bob.prompt_until_running(sid, "start the long job")
+    assert steer(bob, sid, "also mind the tests")[0]["result"] == {"outcome": "injected"}
+    (workdir / "go").touch()
+    assert bob.wait_response(prompt_id)[0]["result"] == {"stopReason": "end_turn"}
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert said.startswith("↩️ Undid the turn “start the long job”"), said
+    assert not (workdir / "job.txt").exists()
+    assert [m["role"] for m in stored(workdir, sid)["messages"]] == ["system"]

@@ -501,3 +501,39 @@ def test_a_save_during_a_command_is_never_lost_to_undo_and_only_it_is_hedged(spa
     assert said.startswith("↪️ Put back the files of the turn “edit and test”"), said
     assert (workdir / "notes.md").read_text() == "the user's own notes\n"
     assert (workdir / "app.py").read_text() == "print('bob')\n"
+
+
+def test_undo_after_compact_tells_the_summary_what_was_undone(spawn_bob, server, workdir):
+    """The turn's messages are in the compression summary: /undo takes its files back and the
+    summary the model reads says so (it would go on from a change that is no more)."""
+    bob = start(spawn_bob, server, {"context": {"keepLastTurns": 0}})
+    sid = opened(bob)
+    server.enqueue(server.openai_tool_call("write_file", {"path": "a.txt", "content": "x\n"}, call_id="c1"),
+                   server.openai_text("wrote a.txt"))
+    bob.prompt(sid, "write a.txt")
+    server.enqueue(server.openai_text("The user had Bob write a.txt."))
+    bob.prompt(sid, "/compact")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert not (workdir / "a.txt").exists(), said
+    server.enqueue(server.openai_text("ok"))
+    bob.prompt(sid, "what is in the project?")
+    sent = json.dumps(server.requests[-1]["body"]["messages"])
+    assert "Since this summary, /undo took back a turn of it" in sent and "a.txt" in sent
+
+
+def test_undo_never_skips_an_unrecorded_latest_turn_without_saying_so(spawn_bob, server, workdir):
+    """The latest turn changed a file no record can hold (past tools.checkpointMaxBytes): /undo
+    says that turn's changes stay, then takes back the recorded turn before it, and never calls
+    the later turn one that changed no files."""
+    bob = start(spawn_bob, server, {"tools": {"checkpoints": True, "checkpointMaxBytes": 1000}})
+    sid = opened(bob)
+    server.enqueue(server.openai_tool_call("write_file", {"path": "small.txt", "content": "x\n"}, call_id="r1"),
+                   server.openai_text("done"))
+    bob.prompt(sid, "write the small one")
+    server.enqueue(server.openai_tool_call("bash", {"command": "head -c 5000 /dev/zero > big.bin"}, call_id="r2"),
+                   server.openai_text("done"))
+    bob.prompt(sid, "write the big one")
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert said.startswith("⚠️ The latest turn(s) “write the big one” changed files that could not be recorded"), said
+    assert "changed no files" not in said and not (workdir / "small.txt").exists()
+    assert (workdir / "big.bin").exists()

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 READ_ONLY_TOOLS = frozenset({"read_file", "read_skill", "update_plan", "ask_user"})  # a call of any other may change files
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
 TAG = "checkpoint"  # the key on a turn's user message naming its record
+UNRECORDED = "unrecorded"  # the key on a turn's user message when it may have changed files no record holds
 PACK_AT = 1024  # loose objects in a store before they are packed
 TIDY_EVERY = 8  # recorded turns between looks at the store's size (sooner after a turn that wrote much)
 STORE_LIMIT = 1024 * 1024 * 1024  # bytes a project's store may take before the oldest records go
@@ -84,6 +85,7 @@ class Checkpoints:
         self._notes: list[str] = []
         self._said: set[str] = set()  # (what this turn said once already)
         self._touched = False  # a call of this turn opened a window
+        self._missed = False  # a call of this turn ran with no window (a first look not made, a failure)
         self._tidy_turns = 0  # recorded turns since the store's size was looked at
         self._grown = 0  # bytes of the files those turns changed (what the store may have grown by)
         self.unrecorded_turns = 0  # turns that changed files but could not be recorded
@@ -146,6 +148,7 @@ class Checkpoints:
         """Before a call that may change files: (its window, or None when it cannot be recorded;
         what to tell the user about that, once a turn, or "")."""
         if not self._warm.is_set():  # (a turn never waits for it: the call goes unrecorded, and says so)
+            self._missed = True
             return None, self._once("warming", "This call's changes are not recorded (/undo cannot take them back): "
                                     "the project's first checkpoint is still being made.")
         self._touched = True
@@ -205,12 +208,17 @@ class Checkpoints:
                                    "git's to undo)"))
         return said
 
-    def end_turn(self, messages: list[dict[str, Any]]) -> Record | None:
-        """After the turn: its record, when Bob's calls changed anything."""
+    def end_turn(self, question: dict[str, Any]) -> Record | None:
+        """After the turn (`question`: the message it began with, a steer's joining it later
+        included in the turn): its record, when Bob's calls changed anything. A turn that may have
+        changed files no record holds is marked so on its question, for /undo to say."""
         changes = [c for c in (self._collapse(chain) for chain in self._chains.values()) if c is not None]
         notes, self._notes, self._chains = self._notes, [], {}
+        missed, self._missed = self._missed, False
+        if notes or missed:
+            question[UNRECORDED] = True
         if not changes:
-            if notes:
+            if notes or missed:
                 self.unrecorded_turns += 1
             if self._touched:  # (what its calls kept for a change that came to nothing)
                 self._drop_refs(self._turn, set(self.shadows))
@@ -222,9 +230,7 @@ class Checkpoints:
                     self._grown += os.lstat(os.path.join(change.root, change.path)).st_size
                 except OSError:
                     pass
-        question = next((m for m in reversed(messages) if m["role"] == "user" and not m.get("summary")), None)
-        if question is not None:
-            question[TAG] = record.id
+        question[TAG] = record.id
         self.records.append(record)
         if len(self.records) > self.keep:
             old, self.records = self.records[:-self.keep], self.records[-self.keep:]
@@ -268,8 +274,10 @@ class Checkpoints:
         lost = self._lost(record, messages[index:] if index is not None else [], save)
         if lost:
             return "↩️ " + lost
-        later = [_title([m]) for m in messages[index + 1:] if m["role"] == "user" and not m.get("summary")] \
+        after = [m for m in messages[index + 1:] if m["role"] == "user" and not m.get("summary")] \
             if index is not None else []
+        later = [_title([m]) for m in after if not m.get(UNRECORDED)]
+        unrecorded = [_title([m]) for m in after if m.get(UNRECORDED)]
         outcome = self._apply(record, 0, editor, save)
         if not outcome.complete:
             return ("↩️ /undo did not finish: " + restore.words(outcome) + " Nothing of the conversation was taken "
@@ -277,10 +285,16 @@ class Checkpoints:
         if index is not None:
             record.messages = messages[index:]
             del messages[index:]
+        else:  # (compacted: the summary still tells of the change; it is told it was undone)
+            _tell_summary(messages, record, restore.words(outcome))
         record.undone = True
         title = _title(record.messages)
         said = [f"↩️ Undid the turn “{title}”" if title else "↩️ Undid the last recorded turn (the conversation no "
                 "longer held it)"]
+        if unrecorded:
+            said.insert(0, "⚠️ The latest turn(s) " + ", ".join(f"“{t}”" for t in unrecorded) + " changed files that "
+                        "could not be recorded (said then): those changes are left as they are, and /undo takes back "
+                        "the last recorded turn before them.")
         if later:
             said.append("Taken out of the conversation with it, the later turn(s) that changed no files: "
                         + ", ".join(f"“{t}”" for t in later) + ".")
@@ -516,6 +530,7 @@ class Checkpoints:
 
     def first_failure(self) -> bool:
         """Whether a failure to record is this turn's first (said once a turn)."""
+        self._missed = True
         return bool(self._once("failure", "failed"))
 
     def _note(self, line: str) -> str:
@@ -643,6 +658,18 @@ def _small_file(root: str, relative: str) -> bytes | None:
         return b"(too large)"
     except OSError:
         return None
+
+
+def _tell_summary(messages: list[dict[str, Any]], record: Record, what: str) -> None:
+    """The compression summary that holds an undone turn told so (the model would go on from a
+    change that is no more)."""
+    from bob_acp.context import history
+
+    summary = next((m for m in reversed(messages) if m.get("summary")), None)
+    if summary is None:
+        return
+    text = history.text_of(summary) + f"\n\n[Since this summary, /undo took back a turn of it: {what}]"
+    summary["content"] = [history.text_part(text)]
 
 
 def _title(messages: list[dict[str, Any]]) -> str:

@@ -250,16 +250,16 @@ class Engine:
             if unread and any(message is question for message in conv.messages):
                 conv.messages += unread  # (said as the turn ended, unread: kept, as the user's)
             if conv.checkpoints is not None:
-                self._end_checkpoint(conv, sink)
+                self._end_checkpoint(conv, sink, question)
             if conv.sandbox is not None:
                 self._rest_sandbox(conv, sink)
         return (CANCELLED if cancel.is_set() else stop), stats
 
-    def _end_checkpoint(self, conv: Conversation, sink: Sink) -> None:
+    def _end_checkpoint(self, conv: Conversation, sink: Sink, question: dict[str, Any]) -> None:
         """The turn's record, when Bob's calls changed files (tools.checkpoints)."""
         assert conv.checkpoints is not None
         try:
-            if conv.checkpoints.end_turn(conv.messages) is not None:
+            if conv.checkpoints.end_turn(question) is not None:
                 self._say(sink, conv.checkpoints.tidy())
         except (CheckpointError, OSError) as exc:
             sink.notice("This turn could not be recorded: /undo cannot take it back", str(exc))
