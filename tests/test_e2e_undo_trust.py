@@ -537,3 +537,16 @@ def test_undo_never_skips_an_unrecorded_latest_turn_without_saying_so(spawn_bob,
     assert said.startswith("⚠️ The latest turn(s) “write the big one” changed files that could not be recorded"), said
     assert "changed no files" not in said and not (workdir / "small.txt").exists()
     assert (workdir / "big.bin").exists()
+
+
+def test_a_command_that_deletes_agents_md_says_so_in_the_turn(spawn_bob, server, workdir):
+    """/undo never writes an AGENTS.md (instructions Bob trusts are changed only by the user): a
+    command that deleted or changed one is said in that turn's result, not only at /undo."""
+    (workdir / "AGENTS.md").write_text("Run the tests first.\n")
+    server.enqueue(server.openai_tool_call("bash", {"command": "rm AGENTS.md; echo x > other.txt"}, call_id="a1"),
+                   server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    _, frames = bob.prompt(sid, "tidy up")
+    said = message_text(frames) + json.dumps(frames)
+    assert "AGENTS.md (/undo never writes an AGENTS.md" in said, said

@@ -153,3 +153,64 @@ def test_a_name_is_taken_out_as_itself_and_never_through_a_bob_folder_that_is_a_
     with pytest.raises(OutsideRoot):
         move_beneath(str(project), "sub/.git", ".bob/planted/two/sub/.git")
     assert (project / "sub" / ".git").is_dir() and list(elsewhere.iterdir()) == []
+
+
+RESTORE_AS_USER = r"""
+import os, sys
+from bob_acp.checkpoints import restore
+from bob_acp.checkpoints.look import blob_id
+from bob_acp.checkpoints.records import Change
+root = sys.argv[1]
+data = b"the secret as it was\n"
+blobs = {blob_id(data): data}
+changes = [
+    Change(root, "locked/secret.txt", {"type": "file", "mode": 0o600, "blob": blob_id(data)}, None, "bash"),
+    Change(root, "locked/inner", {"type": "folder", "mode": 0o700}, None, "bash"),
+    Change(root, "locked/made.txt", None, {"type": "file", "mode": 0o644, "blob": blob_id(b"made\n")}, "bash"),
+]
+blobs[blob_id(b"made\n")] = b"made\n"
+outcome = restore.apply(changes, 0, blobs.__getitem__, lambda c: c.path, 1 << 20, None)
+print("complete" if outcome.complete else "failed: " + "; ".join(outcome.failed))
+"""
+
+
+def test_a_restore_as_an_ordinary_user_reaches_beneath_a_folder_it_may_not_read(tmp_path):
+    """A user's own folder of mode 0311 (search, no read): the restore goes through it (by its
+    search permission, as the kernel allows), puts back a 0600 file and a 0700 folder there and
+    removes what the turn made, as the user, never as root."""
+    import pwd
+    import shutil
+    import subprocess
+    import sys
+    import uuid
+
+    project = os.path.join("/var/tmp", f"bob-restore-{uuid.uuid4().hex[:10]}")  # (reachable by another user)
+    os.makedirs(os.path.join(project, "locked"))
+    try:
+        with open(os.path.join(project, "locked", "made.txt"), "w") as handle:
+            handle.write("made\n")
+        command = [sys.executable, "-c", RESTORE_AS_USER, project]
+        if os.geteuid() == 0:
+            if shutil.which("setpriv") is None:
+                pytest.skip("setpriv is needed to run the restore as another user")
+            nobody = pwd.getpwnam("nobody")
+            for folder, _dirs, files in os.walk(project):
+                os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+                for name in files:
+                    os.chown(os.path.join(folder, name), nobody.pw_uid, nobody.pw_gid)
+            command = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+                       "--inh-caps=-all", "--bounding-set=-all", *command]
+        os.chmod(os.path.join(project, "locked"), 0o311)
+        env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, cwd="/")
+        assert done.stdout.strip() == "complete", done.stdout + done.stderr
+        os.chmod(os.path.join(project, "locked"), 0o755)
+        secret = os.path.join(project, "locked", "secret.txt")
+        with open(secret) as handle:
+            assert handle.read() == "the secret as it was\n"
+        assert stat.S_IMODE(os.stat(secret).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(os.path.join(project, "locked", "inner")).st_mode) == 0o700
+        assert not os.path.exists(os.path.join(project, "locked", "made.txt"))
+    finally:
+        os.chmod(os.path.join(project, "locked"), 0o755)
+        shutil.rmtree(project, ignore_errors=True)

@@ -16,6 +16,7 @@ can turn against Bob's unconfined process.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -59,6 +60,7 @@ class Found:
     big: dict[str, list[int]] = field(default_factory=dict)  # files over the size bound: [size, mtime_ns]
     ignored: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # what .gitignore leaves out, top only
     nested: dict[str, int] = field(default_factory=dict)  # folders holding a repository of their own: signature
+    unrecorded: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)  # AGENTS.md: what shows a change
     unread: list[str] = field(default_factory=list)  # what could not be read (no permission, a bad .gitignore)
     changed: list[str] = field(default_factory=list)  # files read again (new or changed since the last look)
 
@@ -117,6 +119,10 @@ def _folder(fd: int, folder: str, rules: tuple[ignore.Rules, ...], found: Found,
     for entry in entries:
         name = entry.name
         if name in NEVER_RECORDED:
+            if name == "AGENTS.md":  # (never written by /undo: a change to it is said, not recorded)
+                with contextlib.suppress(OSError):
+                    info = entry.stat(follow_symlinks=False)
+                    found.unrecorded[prefix + name] = (info.st_mode, info.st_ino, info.st_size, info.st_mtime_ns)
             continue
         path = prefix + name
         try:

@@ -201,6 +201,10 @@ class Checkpoints:
             shown = ", ".join(self._shown(root, p) for p in touched[:5]) + (
                 f" and {len(touched) - 5} more" if len(touched) > 5 else "")
             said.append(self._note(f"{shown} (left out by .gitignore: a command's changes there are not recorded)"))
+        for path in sorted(before.unrecorded.keys() | after.unrecorded.keys()):
+            if before.unrecorded.get(path) != after.unrecorded.get(path):
+                said.append(self._note(f"{self._shown(root, path)} (/undo never writes an AGENTS.md: what the command "
+                                       "did to it stays)"))
         for line in sorted(set(after.unread) - set(before.unread)):
             said.append(self._note(f"{self._shown(root, line)} (could not be read)"))
         if git_head(root) != head:

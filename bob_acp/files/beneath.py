@@ -141,7 +141,26 @@ def replace_file(dir_fd: int, name: str, data: bytes, mode: int, may_commit: Cal
         except FileNotFoundError:
             pass
         raise
-    os.fsync(dir_fd)
+    _sync_folder(dir_fd)
+
+
+def _sync_folder(dir_fd: int) -> None:
+    """The folder's entries on disk (a descriptor opened with O_PATH cannot be synced: the folder
+    is opened for it, where it may be read; one that may not is left to the kernel's own)."""
+    try:
+        os.fsync(dir_fd)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EBADF:
+            raise
+    try:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=dir_fd)
+    except PermissionError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class Place:
@@ -156,11 +175,13 @@ class Place:
             raise OutsideRoot(errno.EINVAL, f"{relative!r} is not a plain path inside {root}")
         self.root, self.relative, self.name = root, relative, parts[-1]
         self.fd: int | None = None
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        # (O_PATH: a folder is gone through with its search permission alone, as the kernel
+        # allows its owner: one without read permission, 0311, is no wall to a restore)
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             for index, part in enumerate(parts[:-1]):
                 try:
-                    inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 except FileNotFoundError:
                     if not make:
                         return  # (nothing beneath can exist: the place is absent)
@@ -168,7 +189,7 @@ class Place:
                         os.mkdir(part, folder_mode & 0o7777, dir_fd=fd)
                     except FileExistsError:
                         pass
-                    inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
                 except (NotADirectoryError, OSError) as exc:
                     if isinstance(exc, NotADirectoryError) or exc.errno == errno.ELOOP:
                         shown = "/".join(parts[:index + 1])
@@ -247,19 +268,17 @@ class Place:
         os.rmdir(self.name, dir_fd=self._folder())
 
     def mkdir(self, mode: int) -> None:
-        folder = self._folder()
-        os.mkdir(self.name, 0o700, dir_fd=folder)
-        fd = os.open(self.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-        try:
-            os.fchmod(fd, mode & 0o7777)  # (the exact mode: mkdir's would be narrowed by the umask)
-        finally:
-            os.close(fd)
+        os.mkdir(self.name, 0o700, dir_fd=self._folder())
+        self.chmod(mode)  # (the exact mode: mkdir's would be narrowed by the umask)
 
     def chmod(self, mode: int) -> None:
-        """The mode of what is here, set through a descriptor of it, never of a link's target."""
-        fd = os.open(self.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self._folder())
+        """The mode of what is here, set through a descriptor of it (O_PATH: no read permission
+        needed), never of a link's target."""
+        fd = os.open(self.name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._folder())
         try:
-            os.fchmod(fd, mode & 0o7777)
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OutsideRoot(errno.ELOOP, f"{self.relative} is a link: its mode is not set through it")
+            os.chmod(f"/proc/self/fd/{fd}", mode & 0o7777)
         finally:
             os.close(fd)
 
