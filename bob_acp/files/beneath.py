@@ -26,6 +26,9 @@ class OutsideRoot(PermissionError):
 
 
 MAX_LINKS = 40  # links followed in one path, as the kernel's own limit
+# A folder on the way, opened to go through it (O_PATH: with its search permission alone, as the
+# kernel allows its owner: one without read permission, 0311, is no wall to a restore)
+PASSAGE = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def write_beneath(root: str, relative: str, data: bytes, may_commit: Callable[[], bool] | None = None,
@@ -175,13 +178,11 @@ class Place:
             raise OutsideRoot(errno.EINVAL, f"{relative!r} is not a plain path inside {root}")
         self.root, self.relative, self.name = root, relative, parts[-1]
         self.fd: int | None = None
-        # (O_PATH: a folder is gone through with its search permission alone, as the kernel
-        # allows its owner: one without read permission, 0311, is no wall to a restore)
-        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(root, PASSAGE)
         try:
             for index, part in enumerate(parts[:-1]):
                 try:
-                    inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    inner = os.open(part, PASSAGE | os.O_NOFOLLOW, dir_fd=fd)
                 except FileNotFoundError:
                     if not make:
                         return  # (nothing beneath can exist: the place is absent)
@@ -189,7 +190,7 @@ class Place:
                         os.mkdir(part, folder_mode & 0o7777, dir_fd=fd)
                     except FileExistsError:
                         pass
-                    inner = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                    inner = os.open(part, PASSAGE | os.O_NOFOLLOW, dir_fd=fd)
                 except (NotADirectoryError, OSError) as exc:
                     if isinstance(exc, NotADirectoryError) or exc.errno == errno.ELOOP:
                         shown = "/".join(parts[:index + 1])
