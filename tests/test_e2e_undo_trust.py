@@ -550,3 +550,23 @@ def test_a_command_that_deletes_agents_md_says_so_in_the_turn(spawn_bob, server,
     _, frames = bob.prompt(sid, "tidy up")
     said = message_text(frames) + json.dumps(frames)
     assert "AGENTS.md (/undo never writes an AGENTS.md" in said, said
+
+
+def test_undo_of_a_turn_that_left_a_job_running_names_what_changed_since(spawn_bob, server, workdir):
+    """A command leaves a job running that writes files after the command's look: /undo takes
+    back the turn, says the job was left running and names what changed since, and leaves it."""
+    job = ("setsid sh -c 'while [ ! -e go ]; do sleep 0.02; done; echo late > late.txt; touch done' "
+           "> /dev/null 2>&1 < /dev/null & echo started > turn.txt")
+    server.enqueue(server.openai_tool_call("bash", {"command": job}, call_id="j1"), server.openai_text("done"))
+    bob = start(spawn_bob, server)
+    sid = opened(bob)
+    bob.prompt(sid, "start the job")
+    (workdir / "go").write_text("")
+    deadline = time.monotonic() + 30
+    while not (workdir / "done").exists():
+        assert time.monotonic() < deadline, "the job did not run"
+        time.sleep(0.02)
+    said = message_text(bob.prompt(sid, "/undo")[1])
+    assert said.startswith("↩️ Undid the turn “start the job”"), said
+    assert "left a job running, and since the turn these changed:" in said and "late.txt" in said, said
+    assert not (workdir / "turn.txt").exists() and (workdir / "late.txt").read_text() == "late\n"

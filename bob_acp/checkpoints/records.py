@@ -62,6 +62,7 @@ class Record:
     messages: list[dict[str, Any]] = field(default_factory=list)  # what /undo took out of the conversation, for /redo
     pending: int | None = None
     later: bool = False  # undone before a later turn: /redo puts its files back, not its messages
+    jobs: bool = False  # a command of the turn left a job running (what it does after is said at /undo)
 
     def data(self) -> dict[str, Any]:
         item = {"id": self.id, "changes": [c.data() for c in self.changes], "notes": self.notes,
@@ -70,6 +71,8 @@ class Record:
             item["pending"] = self.pending
         if self.later:
             item["later"] = True
+        if self.jobs:
+            item["jobs"] = True
         return item
 
 
@@ -128,7 +131,7 @@ def parse(item: object) -> Record | None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages) or pending not in (None, 0, 1):
         return None
     return Record(item["id"], [c for c in changes if c is not None], notes, item.get("undone") is True, messages,
-                  pending, item.get("later") is True)
+                  pending, item.get("later") is True, item.get("jobs") is True)
 
 
 def _change(item: object) -> Change | None:

@@ -86,6 +86,8 @@ class Checkpoints:
         self._said: set[str] = set()  # (what this turn said once already)
         self._touched = False  # a call of this turn opened a window
         self._missed = False  # a call of this turn ran with no window (a first look not made, a failure)
+        self._jobs = False  # a command of this turn left a job running
+        self._job_look: tuple[str, dict[str, Snapshot]] | None = None  # the last such turn's record, its end
         self._tidy_turns = 0  # recorded turns since the store's size was looked at
         self._grown = 0  # bytes of the files those turns changed (what the store may have grown by)
         self.unrecorded_turns = 0  # turns that changed files but could not be recorded
@@ -160,8 +162,10 @@ class Checkpoints:
             window.heads[root] = git_head(root)
         return window, ""
 
-    def close_window(self, window: Window) -> str:
-        """After the call: what it changed joins the turn; what the user must know now, or ""."""
+    def close_window(self, window: Window, jobs: bool = False) -> str:
+        """After the call (`jobs`: a command that left a job running): what it changed joins the
+        turn; what the user must know now, or ""."""
+        self._jobs = self._jobs or jobs
         if window.file is not None:
             return self._close_file(window)
         said = []
@@ -219,6 +223,7 @@ class Checkpoints:
         changes = [c for c in (self._collapse(chain) for chain in self._chains.values()) if c is not None]
         notes, self._notes, self._chains = self._notes, [], {}
         missed, self._missed = self._missed, False
+        jobs, self._jobs = self._jobs, False
         if notes or missed:
             question[UNRECORDED] = True
         if not changes:
@@ -227,7 +232,9 @@ class Checkpoints:
             if self._touched:  # (what its calls kept for a change that came to nothing)
                 self._drop_refs(self._turn, set(self.shadows))
             return None
-        record = Record(self._turn, changes, notes)
+        record = Record(self._turn, changes, notes, jobs=jobs)
+        if jobs:  # (what its jobs change after it is told at /undo: its end, as the last look saw it)
+            self._job_look = (record.id, {root: shadow.last for root, shadow in self.shadows.items()})
         for change in changes:
             if change.after is not None and change.after["type"] == "file":
                 try:
@@ -295,6 +302,8 @@ class Checkpoints:
         title = _title(record.messages)
         said = [f"↩️ Undid the turn “{title}”" if title else "↩️ Undid the last recorded turn (the conversation no "
                 "longer held it)"]
+        if record.jobs:
+            said.append(self._since_jobs(record))
         if unrecorded:
             said.insert(0, "⚠️ The latest turn(s) " + ", ".join(f"“{t}”" for t in unrecorded) + " changed files that "
                         "could not be recorded (said then): those changes are left as they are, and /undo takes back "
@@ -330,6 +339,23 @@ class Checkpoints:
         record.messages = []
         record.undone = record.later = False
         return "\n".join(line for line in (head, restore.words(outcome)) if line)
+
+    def _since_jobs(self, record: Record) -> str:
+        """A turn whose command left a job running: what changed since the turn ended (the job's
+        doing, or anyone's), left as it is and named; never taken back silently."""
+        if self._job_look is None or self._job_look[0] != record.id:
+            return ("A command of that turn left a job running: what it changed after the turn is not known to Bob "
+                    "(it is left as it is): check the files it works on.")
+        changed: list[str] = []
+        for root, then in self._job_look[1].items():
+            now = self.shadows[root].snapshot(None)
+            paths = {path for path, _old, _new in changes(then, now)} | (then.folders.keys() ^ now.folders.keys())
+            changed += [self._shown(root, p) for p in sorted(paths)]
+        if not changed:
+            return "A command of that turn left a job running; nothing has changed since the turn."
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+        return (f"A command of that turn left a job running, and since the turn these changed: {shown}. They are "
+                "left as they are: /undo takes back the turn, not what a job did after it.")
 
     def _lost(self, record: Record, messages: list[dict[str, Any]], save: Callable[[], None]) -> str:
         """When the store no longer holds a copy a record needs (its folder was cleaned by hand):

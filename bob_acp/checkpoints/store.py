@@ -164,6 +164,11 @@ class Shadow:
         _replace(self.git_dir + ".look", jsontext.dumps({"v": 1, "root": self.root, "files": rows}))
         self._unsaved = False
 
+    @property
+    def last(self) -> Snapshot:
+        """The last look (the files as the last snapshot found them)."""
+        return self._last
+
     def forget_look(self) -> None:
         """The session ends: its last look no longer holds anything in the store. Its ref's file
         is removed as _keep wrote it, without waiting for the store's lock (a first look of

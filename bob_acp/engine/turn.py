@@ -447,9 +447,18 @@ class Engine:
     def _close_window(self, conv: Conversation, window: Window, sink: Sink) -> None:
         assert conv.checkpoints is not None
         try:
-            self._say(sink, conv.checkpoints.close_window(window))
+            self._say(sink, conv.checkpoints.close_window(window, window.command != "" and self._jobs_left(conv)))
         except (CheckpointError, OSError) as exc:
             self._checkpoint_failed(conv, sink, exc)
+
+    @staticmethod
+    def _jobs_left(conv: Conversation) -> bool:
+        """Whether a command of the session left a job running (in its sandbox, or carrying its label)."""
+        if conv.sandbox is not None and conv.sandbox.jobs_running():
+            return True
+        from bob_acp.processes import children
+
+        return bool(conv.owner) and children.running(conv.owner)
 
     def _checkpoint_failed(self, conv: Conversation, sink: Sink, exc: Exception) -> None:
         if self.log is not None:

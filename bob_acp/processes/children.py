@@ -467,6 +467,15 @@ def _end_own_orphans(label: str | None) -> None:
         wire.end_rounds(found, reap, ROUNDS)
 
 
+def running(label: str) -> bool:
+    """Whether a process that carries `label` still runs (a job a command of that label left
+    running, once the command itself has ended)."""
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid() and _owner(int(name)) == label and not _zombie(int(name)):
+            return True
+    return False
+
+
 def keep_on_exit(folder: str) -> None:
     """Have `folder` removed when Bob ends, however it ends (the supervisor removes it)."""
     with _own.lock:
