@@ -176,6 +176,12 @@ def test_an_editor_buffer_with_other_text_is_left_and_open_buffers_follow(tmp_pa
         assert (workdir / "a.txt").read_text() == "a before\n"
         assert (workdir / "b.txt").read_text() == "b by bob\n"  # its unsaved buffer is never overwritten
         assert "open in the editor with other text" in said and "b.txt" in said
+        # The turn stays (taken out, "again" would find nothing): once the buffer is closed, /undo finishes it.
+        assert "The turn stays" in said and "then /undo again" in said, said
+        buffers.clear()
+        said = message_text(bob.prompt(sid, "/undo", answer=allow, editor=editor)[1])
+        assert said.startswith("↩️ Undid the turn “write both”"), said
+        assert (workdir / "b.txt").read_text() == "b before\n"
 
 
 def test_a_failed_undo_is_retryable_and_keeps_the_conversation(tmp_path, bob_env, workdir, server):

@@ -22,6 +22,7 @@ from bob_acp.files.beneath import OutsideRoot, Place
 from bob_acp.files.workspace import PRIVATE_FOLDERS, PROTECTED_FILES
 
 BLOCKED = "blocked"  # a link or a file where the record has a folder on the way
+EDITOR_READS = 16  # the editor's buffers asked at once when a restore reads them
 OTHER = "other"  # something a record never holds (a FIFO, a file too large to compare)
 
 
@@ -104,6 +105,7 @@ def apply(changes: list[Change], to: int, blob: Callable[[str], bytes], shown: C
     outcome = Outcome()
     going: list[tuple[Change, State | None | str]] = []  # (change, what is there now) to take away
     coming: list[tuple[Change, State | None | str]] = []
+    to_change: list[tuple[Change, str, State | None, State | None, State | None | str]] = []
     for change in changes:
         wanted, expected = (change.before, change.after) if to == 0 else (change.after, change.before)
         name = shown(change)
@@ -117,7 +119,11 @@ def apply(changes: list[Change], to: int, blob: Callable[[str], bytes], shown: C
         if not same(now, expected):
             outcome.kept.append(name)
             continue
-        if editor is not None and editor.can_read and _differs_in_editor(editor, change, expected, blob):
+        to_change.append((change, name, wanted, expected, now))
+    buffers = _buffers(editor, [(c, expected) for c, _n, _w, expected, _now in to_change], blob)
+    for change, name, wanted, expected, now in to_change:
+        path = os.path.join(change.root, change.path)
+        if path in buffers and buffers[path] != _text(blob(expected["blob"])):  # type: ignore[index]
             outcome.open_in_editor.append(name)
             continue
         if wanted is None or (now is not None and isinstance(now, dict) and now["type"] != wanted["type"]):
@@ -189,16 +195,31 @@ def _put(change: Change, wanted: State, now: State | None | str, blob: Callable[
         place.write(data, wanted["mode"])
 
 
-def _differs_in_editor(editor: Editor, change: Change, expected: State | None, blob: Callable[[str], bytes]) -> bool:
-    if expected is None or expected["type"] != "file":
-        return False
-    text = _text(blob(expected["blob"]))
-    if text is None:
-        return False  # (a binary file: no editor buffer holds it as text)
+def _buffers(editor: Editor | None, changes: list[tuple[Change, State | None]],
+             blob: Callable[[str], bytes]) -> dict[str, str]:
+    """The editor's text of each file about to be put back that a buffer may hold (a text file),
+    asked all at once on a few threads (a 3,000-file turn is not 3,000 round trips in a row); a
+    file the editor does not have is absent (the disk is what counts)."""
+    if editor is None or not editor.can_read:
+        return {}
+    paths = [os.path.join(change.root, change.path) for change, expected in changes
+             if expected is not None and expected["type"] == "file" and _text(blob(expected["blob"])) is not None]
+    if not paths:
+        return {}
+    from concurrent.futures import ThreadPoolExecutor
+
+    def read(path: str) -> tuple[str, str | None]:
+        try:
+            return path, editor.read(path)
+        except OSError:
+            return path, None
+
     try:
-        return editor.read(os.path.join(change.root, change.path)) != text
-    except OSError:
-        return False  # (the editor does not have it: the disk is what counts)
+        with ThreadPoolExecutor(max_workers=min(EDITOR_READS, len(paths)), thread_name_prefix="bob-undo-read") as pool:
+            found = list(pool.map(read, paths))
+    except RuntimeError:  # (no thread to be had: one after the other)
+        found = [read(path) for path in paths]
+    return {path: text for path, text in found if text is not None}
 
 
 def _text(data: bytes) -> str | None:
@@ -225,8 +246,8 @@ def words(outcome: Outcome) -> str:
     if outcome.kept:
         lines.append("Left as they are, changed since that turn: " + ", ".join(outcome.kept) + ".")
     if outcome.open_in_editor:
-        lines.append("Left as they are, open in the editor with other text than the turn wrote (save or close "
-                     "them, then try again): " + ", ".join(outcome.open_in_editor) + ".")
+        lines.append("Left as they are, open in the editor with other text than the turn wrote: "
+                     + ", ".join(outcome.open_in_editor) + ".")
     if outcome.refused:
         lines.append("Never written by /undo (.git, .bob or AGENTS.md): " + ", ".join(outcome.refused) + ".")
     if outcome.gaps:

@@ -293,6 +293,9 @@ class Checkpoints:
         if not outcome.complete:
             return ("↩️ /undo did not finish: " + restore.words(outcome) + " Nothing of the conversation was taken "
                     "out; /undo again tries the rest.")
+        if outcome.open_in_editor:  # (the turn stays: taken out now, "try again" would find nothing)
+            return ("↩️ /undo did not finish: " + restore.words(outcome) + " The turn stays, and nothing of the "
+                    "conversation was taken out: save or close those files in the editor, then /undo again.")
         if index is not None:
             record.messages = messages[index:]
             del messages[index:]
