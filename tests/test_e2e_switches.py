@@ -39,7 +39,8 @@ def switching_bob(spawn_bob, tmp_path, listener):
     def start(capabilities=BOOLEAN, **more):
         turns = [{"match": "try", "replies": [bash(connect(listener)), {"text": "tried"}]},
                  {"match": "keep a job", "replies": [bash("sleep 60 >/dev/null 2>&1 &"), {"text": "kept"}]},
-                 {"match": "leave a relay", "replies": [bash("setsid sleep 60 >/dev/null 2>&1 < /dev/null &"),
+                 {"match": "leave a relay", "replies": [bash("setsid sh -c 'touch detached; sleep 60' >/dev/null 2>&1 "
+                                                             "< /dev/null & while [ ! -e detached ]; do sleep 0.01; done"),
                                                         {"text": "left"}]}]
         path = tmp_path / "script.json"
         path.write_text(json.dumps({"turns": turns}))

@@ -561,8 +561,9 @@ def test_a_command_that_deletes_agents_md_says_so_in_the_turn(spawn_bob, server,
 def test_undo_of_a_turn_that_left_a_job_running_names_what_changed_since(spawn_bob, server, workdir):
     """A command leaves a job running that writes files after the command's look: /undo takes
     back the turn, says the job was left running and names what changed since, and leaves it."""
-    job = ("setsid sh -c 'while [ ! -e go ]; do sleep 0.02; done; echo late > late.txt; touch done' "
-           "> /dev/null 2>&1 < /dev/null & echo started > turn.txt")
+    # (the command waits until the job is in a session of its own: its group is killed when it ends)
+    job = ("setsid sh -c 'touch detached; while [ ! -e go ]; do sleep 0.02; done; echo late > late.txt; touch done' "
+           "> /dev/null 2>&1 < /dev/null & while [ ! -e detached ]; do sleep 0.01; done; echo started > turn.txt")
     server.enqueue(server.openai_tool_call("bash", {"command": job}, call_id="j1"), server.openai_text("done"))
     bob = start(spawn_bob, server)
     sid = opened(bob)
@@ -576,3 +577,37 @@ def test_undo_of_a_turn_that_left_a_job_running_names_what_changed_since(spawn_b
     assert said.startswith("↩️ Undid the turn “start the job”"), said
     assert "left a job running, and since the turn these changed:" in said and "late.txt" in said, said
     assert not (workdir / "turn.txt").exists() and (workdir / "late.txt").read_text() == "late\n"
+
+
+def test_with_the_editors_files_the_buffer_is_what_undo_puts_back(tmp_path, bob_env, workdir, server):
+    """agent-shell's way: the user had typed a line (unsaved) before the turn, and Bob's edit,
+    made through the editor, kept it: /undo puts back the buffer as it was, that line included.
+    And an edit the client holds in its buffer without saving is recorded, and taken back."""
+    (workdir / "notes.md").write_text("first line\n")
+    (workdir / "held.md").write_text("held before\n")
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
+                                                      **CHECKPOINTS, "tools": {"checkpoints": True, "clientFs": True}}))
+    server.enqueue(server.openai_tool_call("edit_file", {"path": "notes.md", "old_string": "first line",
+                                                         "new_string": "FIRST LINE"}, call_id="e1"),
+                   server.openai_tool_call("write_file", {"path": "held.md", "content": "held by bob\n"},
+                                           call_id="e2"),
+                   server.openai_text("done"))
+    buffers = {str(workdir / "notes.md"): "first line\nthe user's unsaved line\n"}
+
+    def editor(request):  # (holds what it is given in its buffers: saves nothing to disk)
+        path = request["params"]["path"]
+        if request["method"] == "fs/read_text_file":
+            return {"content": buffers[path] if path in buffers else open(path, encoding="utf-8").read()}
+        buffers[path] = request["params"]["content"]
+        return {}
+
+    with Bob(str(workdir), {**bob_env, "OPENAI_API_KEY": KEY}) as bob:
+        bob.initialize({"fs": {"readTextFile": True, "writeTextFile": True}})
+        sid = opened(bob)
+        bob.prompt(sid, "edit them", answer=allow, editor=editor)
+        assert buffers[str(workdir / "notes.md")] == "FIRST LINE\nthe user's unsaved line\n"
+        assert (workdir / "held.md").read_text() == "held before\n"  # (the disk was never written)
+        said = message_text(bob.prompt(sid, "/undo", answer=allow, editor=editor)[1])
+        assert said.startswith("↩️ Undid the turn “edit them”"), said
+        assert buffers[str(workdir / "notes.md")] == "first line\nthe user's unsaved line\n"
+        assert buffers[str(workdir / "held.md")] == "held before\n"

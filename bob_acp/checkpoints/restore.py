@@ -105,26 +105,32 @@ def apply(changes: list[Change], to: int, blob: Callable[[str], bytes], shown: C
     outcome = Outcome()
     going: list[tuple[Change, State | None | str]] = []  # (change, what is there now) to take away
     coming: list[tuple[Change, State | None | str]] = []
-    to_change: list[tuple[Change, str, State | None, State | None, State | None | str]] = []
+    items: list[tuple[Change, str, State | None, State | None, State | None | str]] = []
     for change in changes:
         wanted, expected = (change.before, change.after) if to == 0 else (change.after, change.before)
         name = shown(change)
         if never_written(change.path):
             outcome.refused.append(name)
             continue
-        now = current(change.root, change.path, max_bytes)
-        if same(now, wanted):
+        items.append((change, name, wanted, expected, current(change.root, change.path, max_bytes)))
+    # The editor's buffers, where it has them: the file as the user sees it (an edit it holds
+    # unsaved, unsaved lines of the user's), asked for every text file at once.
+    buffers = _buffers(editor, [(c, state) for c, _n, wanted, expected, now in items
+                                if isinstance(now, dict) and now["type"] == "file" for state in (expected, wanted)], blob)
+    for change, name, wanted, expected, now in items:
+        buffer = buffers.get(os.path.join(change.root, change.path))
+        if buffer is not None:  # (compared line ends aside: an editor may give its own)
+            if _same_lines(buffer, _file_text(wanted, blob)):
+                _done(outcome, change, name, wanted)  # (a retry: this one was put back already)
+                continue
+            if not _same_lines(buffer, _file_text(expected, blob)):
+                (outcome.open_in_editor if same(now, expected) else outcome.kept).append(name)
+                continue
+        elif same(now, wanted):
             _done(outcome, change, name, wanted)  # (a retry: this one was put back already)
             continue
-        if not same(now, expected):
+        elif not same(now, expected):
             outcome.kept.append(name)
-            continue
-        to_change.append((change, name, wanted, expected, now))
-    buffers = _buffers(editor, [(c, expected) for c, _n, _w, expected, _now in to_change], blob)
-    for change, name, wanted, expected, now in to_change:
-        path = os.path.join(change.root, change.path)
-        if path in buffers and buffers[path] != _text(blob(expected["blob"])):  # type: ignore[index]
-            outcome.open_in_editor.append(name)
             continue
         if wanted is None or (now is not None and isinstance(now, dict) and now["type"] != wanted["type"]):
             going.append((change, now))
@@ -195,6 +201,14 @@ def _put(change: Change, wanted: State, now: State | None | str, blob: Callable[
         place.write(data, wanted["mode"])
 
 
+def _file_text(state: State | None, blob: Callable[[str], bytes]) -> str | None:
+    return _text(blob(state["blob"])) if state is not None and state["type"] == "file" else None
+
+
+def _same_lines(a: str | None, b: str | None) -> bool:
+    return a is not None and b is not None and (a == b or a.replace("\r\n", "\n") == b.replace("\r\n", "\n"))
+
+
 def _buffers(editor: Editor | None, changes: list[tuple[Change, State | None]],
              blob: Callable[[str], bytes]) -> dict[str, str]:
     """The editor's text of each file about to be put back that a buffer may hold (a text file),
@@ -202,8 +216,8 @@ def _buffers(editor: Editor | None, changes: list[tuple[Change, State | None]],
     file the editor does not have is absent (the disk is what counts)."""
     if editor is None or not editor.can_read:
         return {}
-    paths = [os.path.join(change.root, change.path) for change, expected in changes
-             if expected is not None and expected["type"] == "file" and _text(blob(expected["blob"])) is not None]
+    paths = list(dict.fromkeys(os.path.join(change.root, change.path) for change, state in changes
+                               if _file_text(state, blob) is not None))
     if not paths:
         return {}
     from concurrent.futures import ThreadPoolExecutor

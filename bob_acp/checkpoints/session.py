@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from bob_acp import jsontext, threads
 from bob_acp.cancel import Cancel
 from bob_acp.checkpoints import restore
-from bob_acp.checkpoints.look import Seen
+from bob_acp.checkpoints.look import Seen, blob_id
 from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
 from bob_acp.checkpoints.store import CheckpointError, Shadow, Snapshot, store_of
 from bob_acp.exceptions import Cancelled
@@ -58,6 +58,8 @@ class Window:
     command: str = ""  # a command's text (what it names, it more likely wrote)
     file: tuple[str, str] | None = None  # (root, path) of a file tool's file
     old: tuple[State | None, bytes] | None = None  # its state and bytes before
+    editor_texts: dict[str, Any] = field(default_factory=dict)  # path -> the editor's text it had (the call's)
+    editor_written: dict[str, str] = field(default_factory=dict)  # path -> the text written through the editor
 
 
 class Checkpoints:
@@ -526,6 +528,16 @@ class Checkpoints:
         except (OSError, ValueError, OutsideRoot):
             return ""
         (before, old_bytes), (after, new_bytes) = window.old, new
+        # Through the editor, the file is its buffer: the text it had before (unsaved lines the
+        # edit kept included) and the text it was given (held unsaved, maybe: the disk has not it).
+        mode = next((s["mode"] for s in (after, before) if s is not None and s.get("type") == "file"), 0o644)
+        # (Where the disk says the same, line ends aside, its exact bytes are what is kept.)
+        had, given = _in_editor(window.editor_texts, root, relative), _in_editor(window.editor_written, root, relative)
+        if had is not None and before is not None and before.get("type") == "file" and not _same_text(had, old_bytes):
+            before, old_bytes = {"type": "file", "mode": before["mode"], "blob": blob_id(had)}, had
+        if given is not None and not (after is not None and after.get("type") == "file"
+                                      and _same_text(given, new_bytes)):
+            after, new_bytes = {"type": "file", "mode": mode, "blob": blob_id(given)}, given
         if restore.same(before, after):
             return ""
         shadow = self.shadows[root]
@@ -651,6 +663,19 @@ def _folders(root: str, before: Snapshot, after: Snapshot, command: str) -> list
     found += [Change(root, path, {"type": "folder", "mode": before.folders[path]}, None, "bash",
                      during=not _named(path, command)) for path in sorted(before.folders.keys() - after.folders.keys())]
     return found
+
+
+def _same_text(a: bytes, b: bytes) -> bool:
+    return a == b or a.replace(b"\r\n", b"\n") == b.replace(b"\r\n", b"\n")
+
+
+def _in_editor(texts: dict[str, Any], root: str, relative: str) -> bytes | None:
+    """The editor's text of a file (a call's reads or writes, by the path it named), as bytes."""
+    wanted = os.path.join(root, relative)
+    for path, text in texts.items():
+        if isinstance(text, str) and os.path.realpath(path) == os.path.realpath(wanted):
+            return text.encode("utf-8", "surrogateescape")
+    return None
 
 
 def _file_state(root: str, relative: str, max_bytes: int) -> tuple[State | None, bytes]:

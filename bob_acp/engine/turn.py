@@ -409,6 +409,8 @@ class Engine:
         ctx.ask = lambda question, options: sink.ask(call, question, options, cancel)
         try:
             window = self._open_window(conv, call, sink, cancel)  # (a cancel during its look ends the call too)
+            if window is not None:  # (what the editor gave and was given: the file as the user sees it)
+                window.editor_texts, window.editor_written = ctx.editor_texts, ctx.editor_written
             try:
                 result = tool.run(call.arguments, ctx, cancel)
             finally:

@@ -68,6 +68,7 @@ class ToolContext:
     show_terminal: Callable[[str], None] | None = None  # tells the client a call's output is in its terminal
     confine: bool = False  # the call runs unasked because it stays in the project: its writes never leave it
     editor_texts: dict[str, Any] = field(default_factory=dict)  # path -> what the editor gave for it (one read a call)
+    editor_written: dict[str, str] = field(default_factory=dict)  # path -> what was written through the editor
     ask: Callable[[str, list[str]], Answer] | None = None  # the user asked a question (ask_user), where a client can
 
     @property

@@ -345,6 +345,7 @@ def _editor_write(ctx: ToolContext, path: str, content: str, cancel: Cancel) -> 
         client.write(path, content, cancel)
     except ClientError as exc:
         return ToolResult(f"error: the editor could not write {clean(path)}: {exc}", failed=True)
+    ctx.editor_written[path] = content  # (the buffer may hold it unsaved: the checkpoint records it so)
     return previous
 
 
@@ -478,6 +479,7 @@ class EditFileTool(_FileTool):
                 ctx.client.write(path, new, cancel)
             except ClientError as exc:
                 return ToolResult(f"error: the editor could not write {clean(path)}: {exc}", failed=True)
+            ctx.editor_written[path] = new
             return ToolResult(f"edited {clean(path)} through the editor: {count} replacement(s)",
                               diff=Diff(clean(path), _shown(old), clean(new)))
         else:
