@@ -20,4 +20,4 @@ How start-up works (what an editor waits for between spawning Bob and its answer
 `scripts/bench.py` measures each of these against the official SDKs' agents.
 """
 
-__version__ = "0.19.0"
+__version__ = "0.20.0"

@@ -455,10 +455,10 @@ def checkpoint_cost(bob, env, root, reps, files=10000):
         for rep in range(reps + 1):
             if rep == 1 and checkpoints:  # (the turns after the first: once the first snapshot is done)
                 deadline = time.monotonic() + 300
-                while not glob.glob(os.path.join(project, ".bob", "checkpoints", "*.git", "index")) and \
-                        time.monotonic() < deadline:
+                while not glob.glob(os.path.join(project, ".bob", "checkpoints", "*.git.look")) and \
+                        time.monotonic() < deadline:  # (the store's last look: written once the first is made)
                     time.sleep(0.1)
-                time.sleep(1.0 + files / 20000)  # (and every file's mode learnt after it)
+                time.sleep(0.5)
             started = time.perf_counter()
             msg = proc.call("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "write"}]})
             took.append((time.perf_counter() - started) * 1000)

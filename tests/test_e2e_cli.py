@@ -42,7 +42,7 @@ def test_stray_output_never_reaches_the_protocol_stream(spawn_bob):
 
 def test_version_and_acp_flag(spawn_bob, bob_env):
     proc = subprocess.run(bob_command() + ["--version"], capture_output=True, env=bob_env, timeout=20)
-    assert proc.returncode == 0 and proc.stdout.decode().strip() == "bob-acp 0.19.0"
+    assert proc.returncode == 0 and proc.stdout.decode().strip() == "bob-acp 0.20.0"
     bob = spawn_bob(args=["--acp"])
     assert bob.initialize()["protocolVersion"] == 1
 
@@ -71,7 +71,7 @@ def test_logs_go_to_the_configured_file_as_json(spawn_bob, tmp_path):
     lines = [json.loads(line) for line in log_file.read_text().splitlines()]
     events = [line["event"] for line in lines]
     assert any(e.startswith("[acp] initialize: client pytest 1, protocol 1") for e in events)
-    assert any(e.startswith("bob 0.19.0") for e in events) and events[-1] == "[acp] input closed: bye"
+    assert any(e.startswith("bob 0.20.0") for e in events) and events[-1] == "[acp] input closed: bye"
     assert all({"level", "timestamp", "event"} <= set(line) for line in lines)
     assert "[acp]" not in bob.stderr()
 

@@ -40,7 +40,7 @@ def test_initialize_answers_exactly_and_logs_the_client(spawn_bob):
         "agentInfo": {"name": "bob", "title": "Bob (bash-first agent)", "version": __version__},
         "authMethods": [],
     }
-    assert __version__ == "0.19.0"
+    assert __version__ == "0.20.0"
     line = next(line for line in bob.wait_stderr("[acp] initialize: client zed 0.201.0, protocol 3").splitlines()
                 if "[acp] initialize" in line)
     import datetime

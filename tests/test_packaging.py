@@ -21,7 +21,7 @@ def test_every_subpackage_is_listed_in_setup_cfg():
 
 
 def test_version():
-    assert bob_acp.__version__ == "0.19.0"
+    assert bob_acp.__version__ == "0.20.0"
 
 
 def test_shipped_skills_are_installed_with_the_package(tmp_path):
