@@ -37,6 +37,8 @@ class Rules:
         self.suffixes: dict[bool, tuple[str, ...]] = {}
         self.name_rx: dict[bool, re.Pattern[str] | None] = {}
         self.path_rx: dict[bool, re.Pattern[str] | None] = {}
+        # whether any rule can match a file (False) or a folder (True): a look skips it otherwise
+        self.applies = {folder: any(folder or not r.folders_only for r in rules) for folder in (False, True)}
         for folder in (False, True):
             usable = [r for r in rules if folder or not r.folders_only]
             names: set[str] = set()

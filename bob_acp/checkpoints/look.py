@@ -116,6 +116,9 @@ def _folder(fd: int, folder: str, rules: tuple[ignore.Rules, ...], found: Found,
     except OSError as exc:
         found.unread.append(f"{folder or '.'} ({exc.strerror or exc})")
         return
+    files = found.files
+    to_files = tuple(r for r in rules if r.applies[False])  # (the rules a file can match; a folder's below)
+    to_folders = tuple(r for r in rules if r.applies[True])
     for entry in entries:
         name = entry.name
         if name in NEVER_RECORDED:
@@ -133,13 +136,20 @@ def _folder(fd: int, folder: str, rules: tuple[ignore.Rules, ...], found: Found,
             continue
         kind = stat.S_IFMT(info.st_mode)
         is_folder = kind == stat.S_IFDIR
-        if rules and _ignored(rules, path, name, is_folder):
+        chosen = to_folders if is_folder else to_files
+        if chosen and _ignored(chosen, path, name, is_folder):
             found.ignored[path] = (info.st_ino, info.st_size, info.st_mtime_ns)
             continue
         if is_folder:
             _enter(fd, name, path, info, found, rules, pending)
         elif kind == stat.S_IFREG or kind == stat.S_IFLNK:
-            _file(fd, name, path, info, found, last, max_bytes, keep, started)
+            before = last.get(path)  # (most files are as the last look saw them: checked here, not in a call)
+            if (before is not None and before.mtime == info.st_mtime_ns and before.ino == info.st_ino
+                    and before.ctime == info.st_ctime_ns and before.size == info.st_size
+                    and before.mode == info.st_mode and before.dev == info.st_dev):
+                files[path] = before
+            else:
+                _file(fd, name, path, info, found, max_bytes, keep, started)
 
 
 def _enter(fd: int, name: str, path: str, info: os.stat_result, found: Found, rules: tuple[ignore.Rules, ...],
@@ -167,13 +177,9 @@ def _enter(fd: int, name: str, path: str, info: os.stat_result, found: Found, ru
     pending.append((inner, path, rules))
 
 
-def _file(fd: int, name: str, path: str, info: os.stat_result, found: Found, last: dict[str, Seen],
-          max_bytes: int, keep: Store, started: int) -> None:
-    before = last.get(path)
-    if (before is not None and before.ino == info.st_ino and before.dev == info.st_dev and before.size == info.st_size
-            and before.mtime == info.st_mtime_ns and before.ctime == info.st_ctime_ns and before.mode == info.st_mode):
-        found.files[path] = before
-        return
+def _file(fd: int, name: str, path: str, info: os.stat_result, found: Found, max_bytes: int, keep: Store,
+          started: int) -> None:
+    """A file or link new or changed since the last look: read (as data), its bytes kept."""
     if stat.S_ISLNK(info.st_mode):
         try:
             data = os.fsencode(os.readlink(name, dir_fd=fd))

@@ -87,7 +87,8 @@ class Shadow:
         self.look_ref = look_ref  # the ref that holds the last look's blobs ("": none kept)
         self._lock = _lock_of(self.git_dir)
         self._last = Found()  # the last look
-        self._kept: frozenset[str] = frozenset()  # the blobs look_ref holds
+        self._kept: set[str] = set()  # the blobs the refs under look_ref hold
+        self._refs = 0  # how many refs under look_ref
         self.forgotten = False  # its session has ended: look_ref is written no more
         self._unsaved = False  # the last look is newer than the store's
 
@@ -118,11 +119,17 @@ class Shadow:
                 raise Cancelled() from None
             except OSError as exc:
                 raise CheckpointError(f"{self.root} could not be looked at: {exc.strerror or exc}") from None
-            if self.look_ref and not self.forgotten and (found.changed or len(found.files) != len(self._last.files)):
-                blobs = frozenset(seen.blob for seen in found.files.values())
-                if blobs != self._kept:
-                    self._keep(self.look_ref, sorted(blobs))
-                    self._kept = blobs
+            if self.look_ref and not self.forgotten and (found.changed or first):
+                # Held by a ref of the session's: what this look read that none holds yet (a small
+                # tree; the refs of a session go with it, so the earlier ones need not be rewritten).
+                # A first look's every blob (those of the store's last look too, which another
+                # session's may replace).
+                read = found.files if first else {path: found.files[path] for path in found.changed}
+                new = {seen.blob for seen in read.values()} - self._kept
+                if new:
+                    self._refs += 1
+                    self._keep(f"{self.look_ref}/{self._refs}", sorted(new))
+                    self._kept |= new
             self._last = found
             self._unsaved = bool(found.changed) or first
             if first:
@@ -181,8 +188,8 @@ class Shadow:
                 self._keep_look(self._last.files)
         if self.look_ref:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.git_dir, *self.look_ref.split("/")))
-        self._kept = frozenset()
+                shutil.rmtree(os.path.join(self.git_dir, *self.look_ref.split("/")))
+        self._kept = set()
 
     def missing(self, blobs: list[str]) -> list[str]:
         """Those of these blobs the store does not hold."""
