@@ -611,3 +611,38 @@ def test_with_the_editors_files_the_buffer_is_what_undo_puts_back(tmp_path, bob_
         assert said.startswith("↩️ Undid the turn “edit them”"), said
         assert buffers[str(workdir / "notes.md")] == "first line\nthe user's unsaved line\n"
         assert buffers[str(workdir / "held.md")] == "held before\n"
+
+
+def test_one_shot_chats_get_an_undo_point_from_the_second_run(bob_env, tmp_path, workdir, server):
+    """`bob-acp chat "PROMPT"` on a large project ends before its first look is made: what that
+    look read is kept in the store, and the next run continues it instead of starting again, so
+    the second run's turn is recorded and `--continue /undo` takes it back."""
+    import subprocess
+
+    from bob_client import bob_command
+
+    for i in range(6000):
+        folder = workdir / "src" / f"m{i // 100}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i}.py").write_text(f"# file {i}\n" + "x = 1\n" * (i % 40))
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"baseUrl": server.url + "/v1", "retries": 0},
+                                                      "sessions": {"enabled": True}, "tools": {"checkpoints": True}}))
+    env = {**bob_env, "OPENAI_API_KEY": KEY}
+
+    def chat(*args):
+        done = subprocess.run([*bob_command(), "chat", "--yes", "--profile", "full", *args], cwd=workdir, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    for run, thinking in ((1, 0.0), (2, 10.0)):  # (a model that thinks a while: what a real one does)
+        call = server.openai_tool_call("bash", {"command": f"echo run{run} >> out.txt"}, call_id=f"o{run}")
+        call.silent = thinking
+        server.enqueue(call, server.openai_text("appended"))
+        chat("append a line")
+        if run == 1:  # (what the first look read is in the store, for the next run to go on from)
+            (kept,) = (workdir / ".bob" / "checkpoints").glob("*.git.look")
+            assert json.loads(kept.read_text())["files"]
+    said = chat("--continue", "/undo")
+    assert "Undid the turn" in said, said
+    assert (workdir / "out.txt").read_text() == "run1\n"

@@ -43,6 +43,7 @@ READ_ONLY_TOOLS = frozenset({"read_file", "read_skill", "update_plan", "ask_user
 FILE_TOOLS = frozenset({"write_file", "edit_file"})
 TAG = "checkpoint"  # the key on a turn's user message naming its record
 UNRECORDED = "unrecorded"  # the key on a turn's user message when it may have changed files no record holds
+CUT_WAIT = 2.0  # seconds a session's end gives a first look it stops to keep what it read
 PACK_AT = 1024  # loose objects in a store before they are packed
 TIDY_EVERY = 8  # recorded turns between looks at the store's size (sooner after a turn that wrote much)
 STORE_LIMIT = 1024 * 1024 * 1024  # bytes a project's store may take before the oldest records go
@@ -130,6 +131,7 @@ class Checkpoints:
         """The session ends: a look still being made ahead stops, and its last look no longer holds
         anything in the store."""
         self._ahead.set()
+        self._warm.wait(CUT_WAIT)  # (a first look cut short is kept as far as it went: the next continues it)
         for shadow in self.shadows.values():
             self._upkeep(shadow.forget_look, shadow, "left")
 
@@ -398,11 +400,19 @@ class Checkpoints:
         save()  # (the journal: said before a file is touched)
         self._mark_restoring(to)  # (and to every other session in this folder, until it is finished)
         shadows = self.shadows
+        read: dict[str, bytes] = {}  # (the record's blobs, read at once: one git run a store, not one a file)
+        for root, shadow in shadows.items():
+            wanted = sorted({b for c in record.changes if c.root == root for b in c.blobs()} - read.keys())
+            with contextlib.suppress(CheckpointError, OSError, ValueError):
+                read.update(shadow.blobs(wanted))
 
         def blob(blob_id: str) -> bytes:
+            if blob_id in read:
+                return read[blob_id]
             for shadow in shadows.values():
                 try:
-                    return shadow.blob(blob_id)
+                    read[blob_id] = shadow.blob(blob_id)
+                    return read[blob_id]
                 except CheckpointError:
                     continue
             raise CheckpointError(f"the store has lost {blob_id[:12]} (its folder was changed by hand?)")

@@ -40,7 +40,8 @@ PLANTED = ("objects/info/alternates", "objects/info/http-alternates", "shallow",
            "info/attributes", "info/exclude")
 Snapshot = Found  # a root as a look found it
 LOOK_REF = "refs/look/store"  # holds the blobs of the store's last look (<git dir>.look lists them)
-MAX_LOOK_BYTES = 256 * 1024 * 1024  # a last look larger than this is not read (made again)
+MAX_LOOK_BYTES = 256 * 1024 * 1024
+BATCH_BYTES = 256 * 1024 * 1024  # the bytes one restore reads from the store at once, at most  # a last look larger than this is not read (made again)
 
 
 class CheckpointError(BobError):
@@ -199,6 +200,28 @@ class Shadow:
             out = self._git(["cat-file", "--batch-check=%(objectname) %(objecttype)"],
                             "".join(f"{b}\n" for b in blobs).encode())
         return [line.split()[0] for line in out.decode().splitlines() if line.endswith(" missing")]
+
+    def blobs(self, blob_ids: list[str], budget: int = BATCH_BYTES) -> dict[str, bytes]:
+        """The bytes of these blobs, read by one git run (a restore of thousands of files is not
+        thousands of runs), as far as `budget` bytes go; those it does not hold are absent."""
+        if not blob_ids:
+            return {}
+        with self._held():
+            out = self._git(["cat-file", "--batch"], "".join(f"{b}\n" for b in blob_ids).encode())
+        found: dict[str, bytes] = {}
+        at, total = 0, 0
+        while at < len(out):
+            end = out.index(b"\n", at)
+            head = out[at:end].split()
+            if len(head) != 3:  # ("<id> missing")
+                at = end + 1
+                continue
+            size = int(head[2])
+            if head[1] == b"blob" and total + size <= budget:
+                found[head[0].decode()] = out[end + 1:end + 1 + size]
+                total += size
+            at = end + 1 + size + 1
+        return found
 
     def blob(self, blob_id: str) -> bytes:
         with self._held():
