@@ -256,9 +256,9 @@ def serve(explicit: str | None = None, profile: str | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
         signal.signal(signum, noted)
     endpoint.serve(in_stream, wait=lambda done: _wait_awake(done, wake_r, wake_w, act))
-    tools, children = loaded("bob_acp.tools"), loaded("bob_acp.processes.children")
-    if tools is not None:  # (no tool ran if they were never loaded)
-        tools.kill_all()
+    bash, children = loaded("bob_acp.tools.bash"), loaded("bob_acp.processes.children")
+    if bash is not None:  # (no command ran if it was never loaded)
+        bash.kill_all()
     if children is not None:  # what escaped its group; then the supervisor ends the rest
         children.shutdown()
     if not writer.close(timeout=0.3):

@@ -5,10 +5,11 @@ import os
 import pytest
 import yaml
 
-from bob_acp import config, tools
+from bob_acp import config
 from bob_acp.cancel import Cancel
 from bob_acp.context.skills import Skill
 from bob_acp.files import workspace
+from bob_acp.tools import builtin as tools
 from bob_acp.tools.base import ToolContext
 
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 skills = LazyModule("bob_acp.context.skills", globals(), "skills")
 system_prompt = LazyModule("bob_acp.context.system_prompt", globals(), "system_prompt")
-tools = LazyModule("bob_acp.tools", globals(), "tools")
+tools = LazyModule("bob_acp.tools.builtin", globals(), "tools")
 mcp = LazyModule("bob_acp.mcp", globals(), "mcp")
 selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import sessions, tools
+from bob_acp import sessions
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.opener import Opener
@@ -27,6 +27,7 @@ from bob_acp.files import workspace
 from bob_acp.files.workspace import Workspace
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.tools import builtin as tools
 
 if TYPE_CHECKING:
     from bob_acp.acp.runtime import Runtime

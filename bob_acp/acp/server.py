@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 engine = LazyModule("bob_acp.engine", globals(), "engine")
 sessions = LazyModule("bob_acp.sessions", globals(), "sessions")
 skills = LazyModule("bob_acp.context.skills", globals(), "skills")
-tools = LazyModule("bob_acp.tools", globals(), "tools")
+tools = LazyModule("bob_acp.tools.builtin", globals(), "tools")
 turns_module = LazyModule("bob_acp.acp.turns", globals(), "turns_module")
 saved_module = LazyModule("bob_acp.acp.saved", globals(), "saved_module")
 selectors_module = LazyModule("bob_acp.acp.selectors", globals(), "selectors_module")
@@ -211,9 +211,9 @@ class AgentServer:
             session.cancel_all(SHUTDOWN)  # (what runs now is recorded as stopped by the shutdown)
             if session.conv.checkpoints is not None:
                 session.conv.checkpoints.close()
-        tools_module, mcp = loaded("bob_acp.tools"), loaded("bob_acp.mcp")
-        if tools_module is not None:  # (no tool ran if they were never loaded)
-            tools_module.kill_all()
+        bash, mcp = loaded("bob_acp.tools.bash"), loaded("bob_acp.mcp")
+        if bash is not None:  # (no command ran if it was never loaded)
+            bash.kill_all()
         for session in held:
             if session.conv.sandbox is not None:
                 session.conv.sandbox.end()
@@ -297,11 +297,11 @@ class AgentServer:
 
     def _keyed(self, runtime: Runtime) -> bool:
         """Whether the configured model has a key of its own now (from its variable or key file)."""
-        from bob_acp import providers
+        from bob_acp.config import keys
         from bob_acp.exceptions import ConfigError
 
         try:
-            return providers.key_of(runtime.cfg.model, self.reader.env) is not None
+            return keys.key_of(runtime.cfg.model, self.reader.env) is not None
         except ConfigError:
             return False
 

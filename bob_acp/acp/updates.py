@@ -13,12 +13,11 @@ from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc.endpoint import PeerError, Sent, answer_of
 from bob_acp.jsontext import clean, mapping
-from bob_acp.tools.base import Answer
 
 if TYPE_CHECKING:
     from bob_acp.engine.calls import Call
     from bob_acp.log import Logger
-    from bob_acp.tools.base import ToolResult
+    from bob_acp.tools.base import Answer, ToolResult
 
 
 RAW_OUTPUT_LIMIT = p.MAX_TEXT
@@ -179,6 +178,8 @@ class TurnSink:
         as the Python SDK's does without its unstable flag, gets the choice below instead); else,
         with options, a choice among them as a permission question (every client has those);
         else no way to ask. What the user gives is one line, its controls made visible."""
+        from bob_acp.tools.base import Answer  # (a tool type: not loaded to answer `initialize`)
+
         if self.channel.capabilities.forms:
             field: dict[str, Any] = {"type": "string", "title": "Your answer"}
             if options:
@@ -205,6 +206,8 @@ class TurnSink:
         of its own, in the order that numbers them 1, 2, 3, 4; its name and the question carry
         its number too. With two options or fewer, a "none of these" rejects (what closing the
         question picks)."""
+        from bob_acp.tools.base import Answer  # (a tool type: not loaded to answer `initialize`)
+
         numbered = [f"{index}: {visible.line(option)}" for index, option in enumerate(options, 1)]
         offered = [{"optionId": f"answer-{index}", "name": name, "kind": kind}
                    for index, (name, kind) in enumerate(zip(numbered, CHOICE_KINDS[:len(numbered)], strict=True))]
@@ -237,6 +240,8 @@ class TurnSink:
               cancel: Cancel) -> dict[str, Any] | Answer | None:
         """An elicitation/create form for `call`: the accepted content, an Answer that says why
         there is none (declined, dismissed, not answered), or None when the client failed it."""
+        from bob_acp.tools.base import Answer  # (a tool type: not loaded to answer `initialize`)
+
         schema: dict[str, Any] = {"type": "object", "properties": fields}
         if required:
             schema["required"] = required

@@ -14,10 +14,10 @@ import datetime
 import os
 import platform
 
-from bob_acp import tools
 from bob_acp.context import skills
 from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import clean
+from bob_acp.tools import builtin as tools
 
 MAX_AGENTS_MD = 64 * 1024
 MAX_LEVELS = 64  # folders searched upwards for the git root

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from bob_acp.context import compress
 from bob_acp.engine.steering import Steering
 from bob_acp.files.workspace import Workspace
-from bob_acp.tools import BUILTIN
 from bob_acp.tools.base import ToolSet
+from bob_acp.tools.builtin import BUILTIN
 from bob_acp.tools.client import Client
 
 if TYPE_CHECKING:

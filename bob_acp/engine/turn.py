@@ -28,8 +28,8 @@ from bob_acp.files.workspace import Workspace, too_broad
 from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.sandbox import policy
-from bob_acp.tools import BUILTIN, FILE_TOOLS
 from bob_acp.tools.base import Answer, LiveOutput, ToolContext, ToolResult
+from bob_acp.tools.builtin import BUILTIN, FILE_TOOLS
 
 if TYPE_CHECKING:
     from bob_acp.config import Config

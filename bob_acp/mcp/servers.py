@@ -18,8 +18,8 @@ from bob_acp.mcp.connection import Connection, McpError
 from bob_acp.mcp.http import HttpConnection
 from bob_acp.mcp.sse import SseConnection
 from bob_acp.mcp.stdio import StdioConnection
-from bob_acp.tools import BUILTIN_NAMES
 from bob_acp.tools.base import Tool, ToolContext, ToolResult, ToolSet
+from bob_acp.tools.builtin import BUILTIN_NAMES
 
 if TYPE_CHECKING:
     from bob_acp.config import Config
