@@ -24,6 +24,7 @@ def gather(cfg: Config) -> dict[str, Any]:
     """The whole report, as data."""
     from bob_acp import __version__, providers, sandbox
     from bob_acp.acp.server import agent_capabilities
+    from bob_acp.config import keys
     from bob_acp.context import skills
     from bob_acp.files.workspace import Workspace
     from bob_acp.processes import children
@@ -58,7 +59,7 @@ def gather(cfg: Config) -> dict[str, Any]:
     for settings in cfg.entries:  # every model the picker offers, the default first
         label = f"model {settings.id}" if several else "model"
         model: dict[str, Any] = {"id": settings.id, "provider": settings.provider, "name": settings.name}
-        key_env = providers.key_env(settings)
+        key_env = keys.key_env(settings)
         if key_env:
             model["keyVariable"] = key_env
             model["keySet"] = bool(env.get(key_env))

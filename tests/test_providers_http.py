@@ -385,10 +385,11 @@ def test_requests_own_errors_are_one_line_never_a_traceback(tmp_path, url, probl
 
 def test_a_key_with_a_stray_carriage_return_is_stripped_and_never_shown(tmp_path, server):
     from bob_acp import providers
+    from bob_acp.config import keys
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({"model": {"baseUrl": server.url + "/v1", "retries": 0}}))
     cfg_ = config.load(str(path), env={})
-    key = providers.api_key(cfg_, {"OPENAI_API_KEY": KEY + "\r\n"})
+    key = keys.api_key(cfg_, {"OPENAI_API_KEY": KEY + "\r\n"})
     assert key == KEY
     server.enqueue(server.openai_text("fine"))
     assert generate(providers.make_provider(cfg_, {"OPENAI_API_KEY": KEY + "\r\n"}))[0].text == "fine"

@@ -57,9 +57,9 @@ def methods(terminal: bool, usable: bool) -> list[dict[str, Any]]:
 
 def required_message(cfg: Config) -> str:
     """Why a session cannot start yet, and what to do, in one paragraph."""
-    from bob_acp import providers
+    from bob_acp.config import keys
 
-    variable = providers.api_key_env(cfg) or "model.script"
+    variable = keys.api_key_env(cfg) or "model.script"
     from bob_acp.config.launch import setup_words
 
     return (f"Bob has no usable model: set {variable} in the environment the editor starts Bob with "

@@ -14,9 +14,9 @@ import os
 import threading
 
 from bob_acp import config as config_module
-from bob_acp import providers, secrets, threads
+from bob_acp import secrets, threads
 from bob_acp.acp.lazy import LazyModule
-from bob_acp.config import environment
+from bob_acp.config import environment, keys
 from bob_acp.exceptions import ConfigError
 
 TYPE_CHECKING = False
@@ -155,13 +155,15 @@ class Reader:
             problem, failure = str(exc), exc
             cfg = config_module.defaults(self.profile)
         try:
-            key = providers.api_key(cfg, env)
+            key = keys.api_key(cfg, env)
         except ConfigError as exc:
             problem, key = problem or str(exc), None
         known = environment.values(cfg, env, key)
         logging_setup.add_secrets(known)  # (never in a log line, whoever logs them)
         hidden = environment.dropped(cfg, env)
         provider: Provider | ModelSet | None = None
+        from bob_acp import providers  # (here, not at start-up: `initialize` is answered without them)
+
         if problem is None:
             provider = providers.make_provider(cfg, env, known, key)
             if len(cfg.entries) > 1:  # the model picker's other models (models:)

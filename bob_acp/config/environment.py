@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from bob_acp import providers
+from bob_acp.config import keys
 from bob_acp.secrets import MIN_SECRET
 
 TYPE_CHECKING = False
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 def key_variables(cfg: Config) -> list[str]:
     """The variables that hold the models' secrets: every configured model's key and the
     variables its headers read, and the providers' usual key variables."""
-    names = providers.secret_variables(cfg)
-    return names + [v for v in dict.fromkeys(providers.DEFAULT_KEY_ENV.values()) if v not in names]
+    names = keys.secret_variables(cfg)
+    return names + [v for v in dict.fromkeys(keys.DEFAULT_KEY_ENV.values()) if v not in names]
 
 
 def dropped(cfg: Config, env: dict[str, str]) -> dict[str, str]:
@@ -44,7 +44,7 @@ def values(cfg: Config, env: dict[str, str], key: str | None) -> tuple[str, ...]
     """Every secret value to redact, longest first: the keys, the dropped variables' values."""
     found = [key] if key else []
     found += [v.strip() for v in dropped(cfg, env).values()]
-    found += providers.secret_values(cfg, env)
+    found += keys.secret_values(cfg, env)
     return tuple(sorted({v for v in found if v and len(v) >= MIN_SECRET}, key=len, reverse=True))
 
 

@@ -83,7 +83,7 @@ def write_model(path: str, model: dict[str, Any]) -> str:
 def forget(cfg: Config, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """logout: the key setup stored for the configured model, removed (the file, its record and
     the config's `model.apiKeyFile`); (what was forgotten, what was left and why), in words."""
-    from bob_acp import providers
+    from bob_acp.config import keys
 
     forgotten: list[str] = []
     kept: list[str] = []
@@ -109,7 +109,7 @@ def forget(cfg: Config, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
                         forgotten.append(f"model.apiKeyFile in {cfg.source}" + (f" ({told})" if told else ""))
         elif os.path.lexists(key_file):
             kept.append(f"the key file {key_file}: yours, not one bob-acp setup stored; left as it is")
-    variable = providers.api_key_env(cfg)
+    variable = keys.api_key_env(cfg)
     if variable and env.get(variable):
         kept.append(f"the key in the environment variable {variable}: the environment's, which Bob cannot change; "
                     "unset it where the editor starts Bob")

@@ -13,10 +13,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bob_acp import jsontext, threads
 from bob_acp.cancel import Cancel
+from bob_acp.config.keys import expand
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers import httpio
 from bob_acp.providers.base import Quiet, Stream
-from bob_acp.providers.headers import expand
 from bob_acp.secrets import Redactor
 
 if TYPE_CHECKING:
