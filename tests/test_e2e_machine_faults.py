@@ -496,14 +496,16 @@ def test_the_sandbox_folders_go_with_bob_however_bob_ends(scripted, tmp_path):
 
     if sandbox_module.abi() < 1:
         pytest.skip("needs Landlock")
-    bob, sid = scripted([{"replies": [bash("echo x > /tmp/mine; echo made"), {"text": "ok"}]}],
+    bob, sid = scripted([{"replies": [bash('echo x > /tmp/mine; echo "owner=$BOB_ACP_OWNER"'), {"text": "ok"}]}],
                         config={"tools": {"sandbox": "workspace"}, "permissions": {"mode": "allow-all"}})
-    bob.prompt(sid, "go")
+    _, frames = bob.prompt(sid, "go")
     import tempfile
 
-    made = [f for f in os.listdir(tempfile.gettempdir()) if f.startswith(f"bob-sandbox-{os.getuid()}-")]
-    folders = [f for f in made if os.stat(os.path.join(tempfile.gettempdir(), f)).st_mtime > time.time() - 60]
-    assert folders
+    # This Bob's session's folder only (the user may run other Bobs meanwhile): the command names
+    # its session's label, which the folder's name carries.
+    label = next(line for line in "\n".join(outputs(frames)).splitlines() if line.startswith("owner="))
+    folders = [f"bob-sandbox-{os.getuid()}-{label.rpartition(':')[2].strip()}"]
+    assert os.path.isdir(os.path.join(tempfile.gettempdir(), folders[0]))
     bob.kill()
     deadline = time.monotonic() + 10
     while any(os.path.exists(os.path.join(tempfile.gettempdir(), f)) for f in folders) and time.monotonic() < deadline:

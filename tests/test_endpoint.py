@@ -352,7 +352,7 @@ def test_frames_queued_before_eof_are_still_answered(harness):
     h.send({"jsonrpc": "2.0", "id": 1, "method": "block", "params": {}})
     h.send({"jsonrpc": "2.0", "id": 2, "method": "echo", "params": {}})
     os.close(h.in_w)
-    time.sleep(0.1)
+    wait_until(lambda: h.endpoint.closed, timeout=30)  # (the reader has met EOF with both frames queued)
     gate.set()
     assert [h.next()["id"], h.next()["id"]] == [1, 2]
 

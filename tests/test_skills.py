@@ -43,6 +43,16 @@ def test_shipped_skills_are_found_and_valid(places):
     assert len(job) == 1 and job[0].endswith("bg-jobs/scripts/job") and os.access(job[0], os.X_OK)
 
 
+def test_shipped_skills_are_found_from_a_source_checkout_that_was_never_installed(places, monkeypatch):
+    """Without the install's `bob_acp.shipped_skills`, the skills are the checkout's skills/ folder."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "bob_acp.shipped_skills", None)  # (importing it now fails, as uninstalled)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    assert skills.shipped_dir() == os.path.join(root, "skills")
+    assert list(places["discover"]().skills) == ["bg-jobs", "greetings", "vulcan-salute"]
+
+
 def test_later_places_override_earlier_ones(places):
     make_skill(places["user"], "greetings", description="User greets.")
     make_skill(places["project"], "greetings", description="Project greets.")

@@ -76,7 +76,8 @@ def shipped_dir() -> str:
     try:
         from bob_acp import shipped_skills  # type: ignore[attr-defined]  # made by the wheel's build
     except ImportError:  # the source tree itself (not installed): skills/ beside the package
-        return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "skills")
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # (this file: bob_acp/context/)
+        return os.path.join(os.path.dirname(package), "skills")
     return os.path.dirname(os.path.abspath(shipped_skills.__file__))
 
 
