@@ -1,5 +1,6 @@
 """Skills: discovery order, validation, the catalogue, /skill rewriting, advertised commands."""
 
+import json
 import os
 
 import pytest
@@ -43,14 +44,26 @@ def test_shipped_skills_are_found_and_valid(places):
     assert len(job) == 1 and job[0].endswith("bg-jobs/scripts/job") and os.access(job[0], os.X_OK)
 
 
-def test_shipped_skills_are_found_from_a_source_checkout_that_was_never_installed(places, monkeypatch):
-    """Without the install's `bob_acp.shipped_skills`, the skills are the checkout's skills/ folder."""
+def test_shipped_skills_are_found_from_a_source_checkout_that_was_never_installed(tmp_path):
+    """Run from the checkout itself (`python -c` there imports the checkout's package first),
+    without the install's `bob_acp.shipped_skills`: the skills are the checkout's skills/ folder.
+    (In a fresh interpreter: the suite may be testing an installed copy of Bob.)"""
+    import subprocess
     import sys
 
-    monkeypatch.setitem(sys.modules, "bob_acp.shipped_skills", None)  # (importing it now fails, as uninstalled)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    assert skills.shipped_dir() == os.path.join(root, "skills")
-    assert list(places["discover"]().skills) == ["bg-jobs", "greetings", "vulcan-salute"]
+    probe = ("import json, sys\n"
+             "sys.modules['bob_acp.shipped_skills'] = None  # (importing it fails, as in a checkout never installed)\n"
+             "import bob_acp\n"
+             "from bob_acp import config\n"
+             "from bob_acp.context import skills\n"
+             "found = skills.discover(sys.argv[1], config.defaults(), {'XDG_CONFIG_HOME': sys.argv[1]})\n"
+             "print(json.dumps([bob_acp.__file__, skills.shipped_dir(), list(found.skills)]))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=root, capture_output=True, text=True,
+                          timeout=60)
+    package, shipped, names = json.loads(done.stdout or "null") or (None, None, None)
+    assert package == os.path.join(root, "bob_acp", "__init__.py"), done.stderr
+    assert shipped == os.path.join(root, "skills") and names == ["bg-jobs", "greetings", "vulcan-salute"]
 
 
 def test_later_places_override_earlier_ones(places):

@@ -35,6 +35,10 @@ def test_registry_order_and_specs():
     assert tools.BUILTIN_NAMES == ("bash", "read_file", "write_file", "edit_file", "read_skill", "update_plan", "ask_user")
     assert [t.kind for t in tools.TOOLS] == ["execute", "read", "edit", "edit", "read"]
     assert [t.needs_permission for t in tools.TOOLS] == [True, True, True, True, False]
+    # What each may do to files, declared on the tool (checkpoints, permission modes and counts read it).
+    assert [t.one_file for t in tools.TOOLS] == [False, True, True, True, False]
+    assert [t.changes_files for t in tools.TOOLS] == [True, False, True, True, False]
+    assert not tools.PLAN.changes_files and not tools.ASK_USER.changes_files
 
 
 def test_read_file_whole_offset_limit(ctx):

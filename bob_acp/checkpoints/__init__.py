@@ -3,7 +3,7 @@ it again. Three rooms: the git store of each root (store), the signed records ke
 session's file (records), the link-safe restore (restore), and the session's side of it, which
 opens a window around each call and keeps a record a turn (session)."""
 
-from bob_acp.checkpoints.session import READ_ONLY_TOOLS, TAG, Checkpoints
+from bob_acp.checkpoints.session import TAG, Checkpoints
 from bob_acp.checkpoints.store import CheckpointError, forget, git_missing
 
-__all__ = ["READ_ONLY_TOOLS", "TAG", "CheckpointError", "Checkpoints", "forget", "git_missing"]
+__all__ = ["TAG", "CheckpointError", "Checkpoints", "forget", "git_missing"]

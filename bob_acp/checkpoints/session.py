@@ -39,11 +39,13 @@ if TYPE_CHECKING:
     from bob_acp.files.workspace import Workspace
     from bob_acp.log import Logger
 
-READ_ONLY_TOOLS = frozenset({"read_file", "read_skill", "update_plan", "ask_user"})  # a call of any other may change files
-FILE_TOOLS = frozenset({"write_file", "edit_file"})
 TAG = "checkpoint"  # the key on a turn's user message naming its record
 UNRECORDED = "unrecorded"  # the key on a turn's user message when it may have changed files no record holds
 CUT_WAIT = 2.0  # seconds a session's end gives a first look it stops to keep what it read
+# Seconds a call waits for the project's first look before running unrecorded: a command typed as
+# the session opens is recorded in a small project (whose look takes well under a second), while
+# a huge one's first command is never held long.
+FIRST_LOOK_WAIT = 3.0
 PACK_AT = 1024  # loose objects in a store before they are packed
 TIDY_EVERY = 8  # recorded turns between looks at the store's size (sooner after a turn that wrote much)
 STORE_LIMIT = 1024 * 1024 * 1024  # bytes a project's store may take before the oldest records go
@@ -150,15 +152,17 @@ class Checkpoints:
             if record.undone:
                 record.later = True
 
-    def open_window(self, name: str, path: str | None, cancel: Cancel, command: str = "") -> tuple[Window | None, str]:
-        """Before a call that may change files: (its window, or None when it cannot be recorded;
-        what to tell the user about that, once a turn, or "")."""
-        if not self._warm.is_set():  # (a turn never waits for it: the call goes unrecorded, and says so)
+    def open_window(self, name: str, path: str | None, cancel: Cancel, command: str = "",
+                    one_file: bool = False) -> tuple[Window | None, str]:
+        """Before a call that may change files (`one_file`: the file at `path` alone, as the write
+        tools do): (its window, or None when it cannot be recorded; what to tell the user about
+        that, once a turn, or "")."""
+        if not self._warm.wait(FIRST_LOOK_WAIT):  # (then no longer: the call goes unrecorded, and says so)
             self._missed = True
             return None, self._once("warming", "This call's changes are not recorded (/undo cannot take them back): "
                                     "the project's first checkpoint is still being made.")
         self._touched = True
-        if name in FILE_TOOLS:
+        if one_file:
             return self._open_file(name, path)
         window = Window(name, command=command)
         for root, shadow in self.shadows.items():

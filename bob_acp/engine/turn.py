@@ -17,7 +17,7 @@ import orjson
 
 from bob_acp import sandbox, threads
 from bob_acp.cancel import SHUTDOWN, Cancel
-from bob_acp.checkpoints import READ_ONLY_TOOLS, CheckpointError
+from bob_acp.checkpoints import CheckpointError
 from bob_acp.checkpoints.session import Window
 from bob_acp.context import compress, history, system_prompt
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
@@ -29,7 +29,7 @@ from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.sandbox import policy
 from bob_acp.tools.base import Answer, LiveOutput, ToolContext, ToolResult
-from bob_acp.tools.builtin import BUILTIN, FILE_TOOLS
+from bob_acp.tools.builtin import BUILTIN
 
 if TYPE_CHECKING:
     from bob_acp.config import Config
@@ -49,7 +49,7 @@ class TurnStats:
         self.commands = self.file_ops = self.skills = 0
 
     def count(self, call: Call) -> None:
-        if call.name == "bash" or call.tool is None or call.name not in ("read_skill", *FILE_TOOLS):
+        if call.tool is None or not (call.tool.one_file or call.name == "read_skill"):
             self.commands += 1
         elif call.name == "read_skill":
             self.skills += 1
@@ -432,14 +432,15 @@ class Engine:
     def _open_window(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> Window | None:
         """Before a call that may change files (tools.checkpoints): what it may change, as it is
         now; a failure is said once a turn and the call runs unrecorded."""
-        if conv.checkpoints is None or call.name in READ_ONLY_TOOLS:
+        if conv.checkpoints is None or call.tool is None or not call.tool.changes_files:
             return None
         path = call.arguments.get("path")
         target = conv.workspace.resolve(path) if isinstance(path, str) and path and "\0" not in path else None
         try:
             command = call.arguments.get("command") if call.name == "bash" else None
             window, said = conv.checkpoints.open_window(call.name, target, cancel,
-                                                        command if isinstance(command, str) else "")
+                                                        command if isinstance(command, str) else "",
+                                                        one_file=call.tool.one_file)
         except (CheckpointError, OSError) as exc:
             self._checkpoint_failed(conv, sink, exc)
             return None
@@ -479,7 +480,7 @@ class Engine:
             return False
         if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
             return True
-        by_mode = (conv.mode in ("allow-edits", "sandboxed") and call.name in FILE_TOOLS
+        by_mode = (conv.mode in ("allow-edits", "sandboxed") and tool.one_file
                    and tool.in_project(call.arguments, conv.workspace))
         if conv.mode == "allow-all" or by_mode or policy.runs_unasked(conv.sandbox, conv.mode, call.sandboxed):
             call.confine = by_mode  # unasked because it stays in the project: its write must, whatever links do

@@ -19,6 +19,7 @@ MAX_OPTION = 200
 
 class AskUserTool(Tool):
     name = NAME
+    changes_files = False
     kind = "other"
     needs_permission = False
     description = (

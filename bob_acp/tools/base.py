@@ -80,6 +80,12 @@ class Tool:
     name: str = ""
     kind: str = "execute"  # ACP ToolKind: execute | read | edit
     needs_permission: bool = True
+    # What a call may do to files, declared here once (the checkpoints, the permission modes and
+    # the turn's counts read it): whether it may change any (a checkpoint window is opened
+    # around it), and whether it works on the one file its `path` names (permissions.mode
+    # allow-edits runs it unasked inside the project; a checkpoint records that file alone).
+    changes_files: bool = True
+    one_file: bool = False
     description: str = ""
     parameters: dict[str, Any] = {}
 

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 BUILTIN = ToolSet((BashTool(), ReadFileTool(), WriteFileTool(), EditFileTool(), ReadSkillTool()))
 SANDBOXED = ToolSet((SandboxedBashTool(), *BUILTIN.tools[1:]))  # tools.sandbox on: bash may be run unconfined
 TOOLS: tuple[Tool, ...] = BUILTIN.tools
-FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})  # what permissions.mode allow-edits allows
 
 
 def for_config(cfg: Config) -> ToolSet:

@@ -70,6 +70,7 @@ def _shown(text: str | None) -> str | None:
 
 
 class _FileTool(Tool):
+    one_file = True
     commits = False  # a tool that changes the file system waits for its commit on a cancel
 
     def title(self, args: dict[str, Any]) -> str:
@@ -145,6 +146,7 @@ class _FileTool(Tool):
 class ReadFileTool(_FileTool):
     name = "read_file"
     kind = "read"
+    changes_files = False
     description = (
         "Read a text file. `offset` is the first line to read (1-based) and `limit` the number of lines; "
         "without them the file is read from the start, up to a size cap (the result says when it was cut "

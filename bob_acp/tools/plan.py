@@ -18,6 +18,7 @@ MAX_CONTENT = 500
 
 class PlanTool(Tool):
     name = NAME
+    changes_files = False
     kind = "think"
     needs_permission = False
     description = (

@@ -11,6 +11,7 @@ from bob_acp.tools.base import Tool, ToolContext, ToolResult
 
 class ReadSkillTool(Tool):
     name = "read_skill"
+    changes_files = False
     kind = "read"
     needs_permission = False
     description = (
