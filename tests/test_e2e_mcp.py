@@ -309,14 +309,18 @@ def test_an_endpoint_the_parsers_could_read_two_ways_is_refused(mcp_bob, legacy_
     assert [r for r in received() + elsewhere() if "post" in r] == []
 
 
-def test_a_message_post_never_follows_a_redirect(mcp_bob, legacy_sse):
-    """The server answers a message POST with a 307 to another server: not followed (the
-    server's headers would go there), said in the HTTP transport's words."""
+@pytest.mark.parametrize("where", ["another server", "the same server"])
+def test_a_message_post_never_follows_a_redirect(mcp_bob, legacy_sse, where):
+    """The server answers a message POST with a 307: not followed, to another server (its
+    headers would go there) nor to another path of its own (the endpoint event named where
+    messages go), and said in the HTTP transport's words."""
     other, elsewhere = legacy_sse()
-    url, received = legacy_sse("--redirect-posts", other.replace("/sse", "/messages?session=1"))
+    target = other.replace("/sse", "/messages?session=1") if where == "another server" else "/moved?session=1"
+    url, received = legacy_sse("--redirect-posts", target)
     bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [sse(url)])
-    assert [r for r in received() if "post" in r], "Bob posted nothing"
-    assert [r for r in elsewhere() if "post" in r] == []
+    posts = [r for r in received() if "post" in r]
+    assert posts, "Bob posted nothing"
+    assert [r for r in elsewhere() if "post" in r] == [] and [r for r in posts if r["post"].startswith("/moved")] == []
     assert "does not follow redirects" in bob.stderr() + message_text(bob.frames)
 
 

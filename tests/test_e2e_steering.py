@@ -223,6 +223,27 @@ def test_in_the_chat_a_line_typed_during_a_turn_steers_it_and_says_so(chat, work
     assert child.exitstatus == 0
 
 
+def test_in_the_chat_a_line_that_only_starts_with_a_slash_steers(chat, workdir):
+    """"/tmp is full" names no command of the chat's or Bob's: it is words for the model, and
+    steers the running turn like any other line (only a real command waits for the turn's end)."""
+    turns = {"turns": [{"match": "start the long job", "replies": [bash(WAITING), {"text": "the job is done"}]},
+                       {"match": "/tmp is full", "replies": [{"text": "cleaning up before going on"}]}]}
+    child = chat(["--profile", "full", "--yes"], turns)
+    child.expect("you> ")
+    child.sendline("start the long job")
+    child.expect("⏺")
+    child.sendline("/tmp is full")
+    child.expect("added to the running turn")
+    (workdir / "go").touch()
+    child.expect("cleaning up before going on")
+    child.expect("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "runs when the turn ends" not in child.before
+
+
 def test_in_the_chat_without_steering_a_line_typed_during_a_turn_is_the_next_prompt(chat, workdir):
     child = chat(["--yes"], CHAT_TURNS)
     child.expect("you> ")
