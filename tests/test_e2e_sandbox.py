@@ -235,6 +235,28 @@ def test_sockets_the_sandboxed_commands_make_keep_working_across_commands(script
         bob.close()
 
 
+def test_a_file_in_the_machines_tmp_that_a_command_cannot_see_is_said(scripted, workdir):
+    """The sandbox's /tmp is its own: a command that looks for a file the user put in the
+    machine's /tmp gets "No such file or directory", and the result says why, as refusals of
+    writes and of the network do. A path missing everywhere gets no such note."""
+    needs_namespaces()
+    host = f"/tmp/bob-test-host-{uuid.uuid4().hex[:12]}.txt"
+    nowhere = f"/tmp/bob-test-nowhere-{uuid.uuid4().hex[:12]}.txt"
+    with open(host, "w") as handle:
+        handle.write("made outside\n")
+    try:
+        bob, sid = scripted([{"replies": [bash(f"cat {host}"), bash(f"cat {nowhere}"), {"text": "done"}]}],
+                            config=SANDBOXED)
+        _, frames = bob.prompt(sid, "go")
+        seen, missing = outputs(frames)
+        assert "No such file or directory" in seen and "made outside" not in seen
+        assert f"whose /tmp is its own: {host} is in the machine's /tmp" in seen, seen
+        assert "No such file or directory" in missing and "/tmp is its own" not in missing, missing
+        bob.close()
+    finally:
+        os.unlink(host)
+
+
 def test_code_that_runs_later_cannot_be_planted(scripted, workdir, outside):
     needs_namespaces()
     subprocess.run(["git", "init", "-q", str(workdir)], check=True)

@@ -101,6 +101,11 @@ class Sandbox:
         missing = list(self.coverage.missing) + ([self._failed] if self._failed else []) + self.unheld()
         return "; ".join(missing) or None
 
+    @property
+    def own_tmp(self) -> bool:
+        """Whether its commands see a /tmp of their own (the machine's /tmp is not theirs)."""
+        return self._host_pid is not None and self.machine.private_tmp
+
     def refusal(self) -> str | None:
         """The result of a command refused because nothing can confine it (None: it runs)."""
         if self.confines or self.best_effort:
@@ -185,7 +190,7 @@ class Sandbox:
         """The environment a sandboxed command gets: its caches, temporary files and jobs in the
         sandbox's own folder (its /tmp, inside the namespaces)."""
         base = dict(os.environ if env is None else env)
-        inside = "/tmp" if self._host_pid is not None and self.machine.private_tmp else self.folder
+        inside = "/tmp" if self.own_tmp else self.folder
         base.update({"XDG_CACHE_HOME": os.path.join(inside, ".cache"),
                      "PIP_CACHE_DIR": os.path.join(inside, ".cache", "pip"),
                      "npm_config_cache": os.path.join(inside, ".cache", "npm"),

@@ -41,6 +41,11 @@ UNCONFINED = " (unconfined)"
 SANDBOX_NOTE = ("\n[this command ran in the sandbox, which may have denied it: it can write only in the project's "
                 "folders and its own /tmp; .git, .bob and AGENTS.md are read-only to it. If it needs more, call bash "
                 "again with \"unconfined\": true; that asks the user.]")
+TMP_NOTE = ("\n[this command ran in the sandbox, whose /tmp is its own: {paths} {are} in the machine's /tmp, which "
+            "commands here cannot see. The user can move what is needed into the project; or call bash again with "
+            "\"unconfined\": true, which asks the user.]")
+# A path in /tmp that an error says is missing ("cat: /tmp/x: No such file or directory").
+MISSING_TMP = re.compile(r"(/tmp/[^\s:'\"`]+)[^\n]*No such file or directory")
 NETWORK_NOTE = ("\n[this command ran in the sandbox, which has no network (tools.sandboxNetwork: false): a connection "
                 "fails there. If it needs the network, call bash again with \"unconfined\": true, which asks the "
                 "user; or the user can allow the network with tools.sandboxNetwork: true.]")
@@ -218,6 +223,8 @@ def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str], e
         result.output += NETWORK_NOTE
     elif result.failed and looks_denied(result.output):
         result.output += SANDBOX_NOTE
+    elif result.failed and sandbox.own_tmp and "No such file or directory" in result.output:
+        result.output += _host_tmp_note(result.output)
     if planted:
         result.output += (f"\n[⚠️ this command made {', '.join(planted)}: a repository or an AGENTS.md runs code or "
                           "instructs Bob later, so what it created was taken out of the project (the user can look "
@@ -225,6 +232,16 @@ def _confined(result: ToolResult, sandbox: Sandbox | None, planted: list[str], e
     if earlier:
         result.output += (f"\n[⚠️ since the previous command, while a job it left running ran: {', '.join(earlier)}]")
     return result
+
+
+def _host_tmp_note(output: str) -> str:
+    """The note for paths an error says are missing that are in the machine's /tmp ("" when none
+    is). (Only whether the name exists is asked, without following a link at its end: nothing is
+    opened or read.)"""
+    found = [path for path in list(dict.fromkeys(MISSING_TMP.findall(output[-64 * 1024:])))[:8] if os.path.lexists(path)]
+    if not found:
+        return ""
+    return TMP_NOTE.format(paths=", ".join(found), are="are" if len(found) > 1 else "is")
 
 
 class _Channel:
