@@ -5,7 +5,8 @@ import re
 import pytest
 
 from bob_acp.cancel import Cancel
-from bob_acp.context import compress, history
+from bob_acp.context import history
+from bob_acp.engine import compress
 from bob_acp.exceptions import Cancelled, ModelError
 from bob_acp.providers.base import ModelReply
 

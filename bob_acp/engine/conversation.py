@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bob_acp.context import compress
+from bob_acp.engine import compress
 from bob_acp.engine.steering import Steering
 from bob_acp.files.workspace import Workspace
 from bob_acp.tools.base import ToolSet

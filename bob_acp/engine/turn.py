@@ -19,7 +19,8 @@ from bob_acp import sandbox, threads
 from bob_acp.cancel import SHUTDOWN, Cancel
 from bob_acp.checkpoints import CheckpointError
 from bob_acp.checkpoints.session import Window
-from bob_acp.context import compress, history, system_prompt
+from bob_acp.context import history, system_prompt
+from bob_acp.engine import compress
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
