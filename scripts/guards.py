@@ -215,7 +215,7 @@ GUARDS = [
           "    own = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)",
           ["tests/test_checkpoint_look.py::test_a_fifo_a_link_and_a_repository_inside_are_never_read_entered_or_run"]),
     Guard("checkpoints: HEAD read as a small regular file beneath .git",
-          "bob_acp/checkpoints/session.py",
+          "bob_acp/checkpoints/head.py",
           "        with Place(root, relative) as place:\n            return place.read(MAX_HEAD) if place.lstat() is not None else None",
           "        with open(os.path.join(root, relative), \"rb\") as handle:\n            return handle.read(MAX_HEAD)",
           ["tests/test_e2e_undo_trust.py::test_a_planted_head_never_wedges_a_turn"]),

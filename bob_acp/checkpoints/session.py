@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import threading
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from bob_acp import jsontext, threads
+from bob_acp import threads
 from bob_acp.cancel import Cancel
-from bob_acp.checkpoints import restore
-from bob_acp.checkpoints.look import Seen, blob_id
-from bob_acp.checkpoints.records import Change, Record, State, parse, sign, signed, user_key
+from bob_acp.checkpoints import changes as delta
+from bob_acp.checkpoints import journal, restore
+from bob_acp.checkpoints.head import git_head
+from bob_acp.checkpoints.look import blob_id
+from bob_acp.checkpoints.records import Change, Record, parse, sign, signed, user_key
 from bob_acp.checkpoints.store import CheckpointError, Shadow, Snapshot, store_of
+from bob_acp.checkpoints.told import tell_summary, title_of
 from bob_acp.exceptions import Cancelled
-from bob_acp.files.beneath import OutsideRoot, Place
+from bob_acp.files.beneath import OutsideRoot
 
 if TYPE_CHECKING:
     from bob_acp.files.workspace import Workspace
@@ -49,20 +50,6 @@ FIRST_LOOK_WAIT = 3.0
 PACK_AT = 1024  # loose objects in a store before they are packed
 TIDY_EVERY = 8  # recorded turns between looks at the store's size (sooner after a turn that wrote much)
 STORE_LIMIT = 1024 * 1024 * 1024  # bytes a project's store may take before the oldest records go
-
-
-@dataclass
-class Window:
-    """One call's window: the roots as they were before it (bash), or the file as it was."""
-
-    name: str
-    snapshots: dict[str, Snapshot] = field(default_factory=dict)
-    heads: dict[str, bytes] = field(default_factory=dict)  # each root's git HEAD and branch, as they were
-    command: str = ""  # a command's text (what it names, it more likely wrote)
-    file: tuple[str, str] | None = None  # (root, path) of a file tool's file
-    old: tuple[State | None, bytes] | None = None  # its state and bytes before
-    editor_texts: dict[str, Any] = field(default_factory=dict)  # path -> the editor's text it had (the call's)
-    editor_written: dict[str, str] = field(default_factory=dict)  # path -> the text written through the editor
 
 
 class Checkpoints:
@@ -153,7 +140,7 @@ class Checkpoints:
                 record.later = True
 
     def open_window(self, name: str, path: str | None, cancel: Cancel, command: str = "",
-                    one_file: bool = False) -> tuple[Window | None, str]:
+                    one_file: bool = False) -> tuple[delta.Window | None, str]:
         """Before a call that may change files (`one_file`: the file at `path` alone, as the write
         tools do): (its window, or None when it cannot be recorded; what to tell the user about
         that, once a turn, or "")."""
@@ -164,13 +151,13 @@ class Checkpoints:
         self._touched = True
         if one_file:
             return self._open_file(name, path)
-        window = Window(name, command=command)
+        window = delta.Window(name, command=command)
         for root, shadow in self.shadows.items():
             window.snapshots[root] = shadow.snapshot(cancel)
             window.heads[root] = git_head(root)
         return window, ""
 
-    def close_window(self, window: Window, jobs: bool = False) -> str:
+    def close_window(self, window: delta.Window, jobs: bool = False) -> str:
         """After the call (`jobs`: a command that left a job running): what it changed joins the
         turn; what the user must know now, or ""."""
         self._jobs = self._jobs or jobs
@@ -181,14 +168,14 @@ class Checkpoints:
             before = window.snapshots[root]
             after = shadow.snapshot(None)
             found: dict[str, Change] = {}
-            for path, old, new in changes(before, after):
-                found[path] = Change(root, path, _state(old), _state(new), window.name,
-                                     during=not _named(path, window.command))
-            for change in _folders(root, before, after, window.command):
+            for path, old, new in delta.changes(before, after):
+                found[path] = Change(root, path, delta.state_of(old), delta.state_of(new), window.name,
+                                     during=not delta.named(path, window.command))
+            for change in delta.folders_changed(root, before, after, window.command):
                 both = found.get(change.path)  # (a file that became a folder, or the other way: one change)
                 found[change.path] = change if both is None else Change(
                     root, change.path, both.before or change.before, both.after or change.after, window.name,
-                    during=not _named(change.path, window.command))
+                    during=not delta.named(change.path, window.command))
             for change in found.values():
                 self._join(change)
             said += self._unrecordable(root, before, after, window.heads[root])
@@ -228,7 +215,7 @@ class Checkpoints:
         """After the turn (`question`: the message it began with, a steer's joining it later
         included in the turn): its record, when Bob's calls changed anything. A turn that may have
         changed files no record holds is marked so on its question, for /undo to say."""
-        changes = [c for c in (self._collapse(chain) for chain in self._chains.values()) if c is not None]
+        changes = [c for c in (delta.collapse(chain) for chain in self._chains.values()) if c is not None]
         notes, self._notes, self._chains = self._notes, [], {}
         missed, self._missed = self._missed, False
         jobs, self._jobs = self._jobs, False
@@ -295,8 +282,8 @@ class Checkpoints:
             return "↩️ " + lost
         after = [m for m in messages[index + 1:] if m["role"] == "user" and not m.get("summary")] \
             if index is not None else []
-        later = [_title([m]) for m in after if not m.get(UNRECORDED)]
-        unrecorded = [_title([m]) for m in after if m.get(UNRECORDED)]
+        later = [title_of([m]) for m in after if not m.get(UNRECORDED)]
+        unrecorded = [title_of([m]) for m in after if m.get(UNRECORDED)]
         outcome = self._apply(record, 0, editor, save)
         if not outcome.complete:
             return ("↩️ /undo did not finish: " + restore.words(outcome) + " Nothing of the conversation was taken "
@@ -308,9 +295,9 @@ class Checkpoints:
             record.messages = messages[index:]
             del messages[index:]
         else:  # (compacted: the summary still tells of the change; it is told it was undone)
-            _tell_summary(messages, record, restore.words(outcome))
+            tell_summary(messages, record, restore.words(outcome))
         record.undone = True
-        title = _title(record.messages)
+        title = title_of(record.messages)
         said = [f"↩️ Undid the turn “{title}”" if title else "↩️ Undid the last recorded turn (the conversation no "
                 "longer held it)"]
         if record.jobs:
@@ -339,7 +326,7 @@ class Checkpoints:
         outcome = self._apply(record, 1, editor, save)
         if not outcome.complete:
             return "↪️ /redo did not finish: " + restore.words(outcome) + " /redo again tries the rest."
-        title = _title(record.messages)
+        title = title_of(record.messages)
         if record.later:  # (the conversation went on without that turn: its files alone come back)
             head = (f"↪️ Put back the files of the turn “{title}”" if title else "↪️ Put back the files of that turn")
             head += (" (the conversation went on since, without it: its messages are not put back; the files "
@@ -360,7 +347,7 @@ class Checkpoints:
         changed: list[str] = []
         for root, then in self._job_look[1].items():
             now = self.shadows[root].snapshot(None)
-            paths = {path for path, _old, _new in changes(then, now)} | (then.folders.keys() ^ now.folders.keys())
+            paths = {path for path, _old, _new in delta.changes(then, now)} | (then.folders.keys() ^ now.folders.keys())
             changed += [self._shown(root, p) for p in sorted(paths)]
         if not changed:
             return "A command of that turn left a job running; nothing has changed since the turn."
@@ -385,7 +372,7 @@ class Checkpoints:
         self.records.remove(record)
         self._drop([record])
         save()
-        title = _title(messages)
+        title = title_of(messages)
         return (f"The undo point of the turn “{title or 'before'}” cannot be used: the checkpoint store no longer "
                 f"holds {len(missing)} of the copies it needs (was .bob/checkpoints removed or changed by hand?). "
                 "It is dropped; no file was touched, and the conversation is as it was.")
@@ -402,7 +389,7 @@ class Checkpoints:
     def _apply(self, record: Record, to: int, editor: restore.Editor | None, save: Callable[[], None]) -> restore.Outcome:
         record.pending = to
         save()  # (the journal: said before a file is touched)
-        self._mark_restoring(to)  # (and to every other session in this folder, until it is finished)
+        journal.mark(store_of(self.workspace.cwd), self.session_id, to)  # (and to every other session here)
         shadows = self.shadows
         read: dict[str, bytes] = {}  # (the record's blobs, read at once: one git run a store, not one a file)
         for root, shadow in shadows.items():
@@ -427,43 +414,13 @@ class Checkpoints:
                          for c in record.changes if c.root not in shadows]
         if outcome.complete:
             record.pending = None
-            with contextlib.suppress(OSError):
-                os.unlink(self._marker())
+            journal.unmark(store_of(self.workspace.cwd), self.session_id)
         return outcome
-
-    def _marker(self) -> str:
-        return os.path.join(store_of(self.workspace.cwd), f"restoring-{self.session_id}")
-
-    def _mark_restoring(self, to: int) -> None:
-        with contextlib.suppress(OSError):
-            os.makedirs(os.path.dirname(self._marker()), mode=0o700, exist_ok=True)
-            fd = os.open(self._marker(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write("/undo" if to == 0 else "/redo")
 
     def others_unfinished(self) -> list[str]:
         """What a new session in this folder must hear: each /undo or /redo another session began
         here and did not finish (Bob was stopped during it), until it is finished."""
-        store = store_of(self.workspace.cwd)
-        try:
-            names = sorted(n for n in os.listdir(store) if n.startswith("restoring-"))
-        except OSError:
-            return []
-        said = []
-        for name in names:
-            session = name[len("restoring-"):]
-            if session == self.session_id:
-                continue
-            try:
-                fd = os.open(os.path.join(store, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-                with os.fdopen(fd, "rb") as handle:
-                    command = "/redo" if handle.read(16).startswith(b"/redo") else "/undo"
-            except OSError:
-                continue
-            said.append(f"An {command} of session {jsontext.clean(session)[:40]} in this folder did not finish (Bob was "
-                        "stopped during it): some of its files may be put back and others not. Load that session and "
-                        f"run {command} again to finish it.")
-        return said
+        return journal.unfinished(store_of(self.workspace.cwd), self.session_id)
 
     def _why_nothing(self) -> str:
         reasons = ["no change Bob made in this session's turns is recorded"]
@@ -512,7 +469,7 @@ class Checkpoints:
 
     # ---- inside ----------------------------------------------------------------------------------
 
-    def _open_file(self, name: str, path: str | None) -> tuple[Window | None, str]:
+    def _open_file(self, name: str, path: str | None) -> tuple[delta.Window | None, str]:
         """A file tool's window: the file's state and bytes before it writes."""
         if path is None:
             return None, ""
@@ -524,9 +481,9 @@ class Checkpoints:
         if restore.never_written(relative):
             return None, self._once(relative, f"Not recorded, so /undo will not take it back: {relative} (/undo never "
                                     "writes .git, .bob or AGENTS.md).")
-        window = Window(name, file=(root, relative))
+        window = delta.Window(name, file=(root, relative))
         try:
-            window.old = _file_state(root, relative, self.max_bytes)
+            window.old = delta.file_state(root, relative, self.max_bytes)
         except ValueError:
             return None, self._once(relative, f"Not recorded, so /undo will not take it back: {relative} (larger "
                                     "than tools.checkpointMaxBytes).")
@@ -534,11 +491,11 @@ class Checkpoints:
             return None, ""
         return window, ""
 
-    def _close_file(self, window: Window) -> str:
+    def _close_file(self, window: delta.Window) -> str:
         assert window.file is not None and window.old is not None
         root, relative = window.file
         try:
-            new = _file_state(root, relative, self.max_bytes)
+            new = delta.file_state(root, relative, self.max_bytes)
         except (OSError, ValueError, OutsideRoot):
             return ""
         (before, old_bytes), (after, new_bytes) = window.old, new
@@ -546,11 +503,13 @@ class Checkpoints:
         # edit kept included) and the text it was given (held unsaved, maybe: the disk has not it).
         mode = next((s["mode"] for s in (after, before) if s is not None and s.get("type") == "file"), 0o644)
         # (Where the disk says the same, line ends aside, its exact bytes are what is kept.)
-        had, given = _in_editor(window.editor_texts, root, relative), _in_editor(window.editor_written, root, relative)
-        if had is not None and before is not None and before.get("type") == "file" and not _same_text(had, old_bytes):
+        had = delta.in_editor(window.editor_texts, root, relative)
+        given = delta.in_editor(window.editor_written, root, relative)
+        if (had is not None and before is not None and before.get("type") == "file"
+                and not delta.same_text(had, old_bytes)):
             before, old_bytes = {"type": "file", "mode": before["mode"], "blob": blob_id(had)}, had
         if given is not None and not (after is not None and after.get("type") == "file"
-                                      and _same_text(given, new_bytes)):
+                                      and delta.same_text(given, new_bytes)):
             after, new_bytes = {"type": "file", "mode": mode, "blob": blob_id(given)}, given
         if restore.same(before, after):
             return ""
@@ -563,21 +522,6 @@ class Checkpoints:
 
     def _join(self, change: Change) -> None:
         self._chains.setdefault((change.root, change.path), []).append(change)
-
-    @staticmethod
-    def _collapse(chain: list[Change]) -> Change | None:
-        """One change for a path from Bob's calls in order: back to where a contiguous run of
-        Bob's changes began; where someone else's change came between, only after it."""
-        last = chain[-1]
-        before, during, gap = last.before, last.during, False
-        for change in reversed(chain[:-1]):
-            if not restore.same(change.after, before):
-                gap = True
-                break
-            before, during = change.before, during or change.during
-        if restore.same(before, last.after) and not gap:
-            return None  # (made and taken away again within the turn)
-        return Change(last.root, last.path, before, last.after, last.by, during, gap)
 
     def _keep_window(self) -> None:
         """The blobs of the turn's changes so far held by refs (a prune by another session
@@ -638,113 +582,3 @@ class Checkpoints:
 
     def _shown(self, root: str, path: str) -> str:
         return path if root == self.workspace.cwd else os.path.join(root, path)
-
-
-def _state(seen: Seen | None) -> State | None:
-    """A path's state as a look found it."""
-    if seen is None:
-        return None
-    if seen.link:
-        return {"type": "link", "blob": seen.blob}
-    return {"type": "file", "mode": stat.S_IMODE(seen.mode), "blob": seen.blob}
-
-
-def changes(before: Snapshot, after: Snapshot) -> list[tuple[str, Seen | None, Seen | None]]:
-    """(path, as it was, as it is; None: absent) for each file or link that differs (an
-    unchanged file keeps the very Seen of the look before: most are passed over by identity)."""
-    found: list[tuple[str, Seen | None, Seen | None]] = []
-    old_files = before.files
-    for path, new in after.files.items():
-        old = old_files.get(path)
-        if old is new or (old is not None and old.blob == new.blob and old.mode == new.mode):
-            continue
-        found.append((path, old, new))
-    found += [(path, old_files[path], None) for path in old_files.keys() - after.files.keys()]
-    return found
-
-
-def _named(path: str, command: str) -> bool:
-    """Whether a command's text names a path it changed (its name, or a folder of it): then it
-    most likely wrote it. A path it never names (a file saved in the editor while a test ran) is
-    the one /undo hedges about."""
-    return bool(command) and any(part in command for part in path.split("/") if len(part) > 1)
-
-
-def _folders(root: str, before: Snapshot, after: Snapshot, command: str) -> list[Change]:
-    """Folders the command made or took away, each with its mode as the look found it."""
-    found = [Change(root, path, None, {"type": "folder", "mode": after.folders[path]}, "bash",
-                    during=not _named(path, command)) for path in sorted(after.folders.keys() - before.folders.keys())]
-    found += [Change(root, path, {"type": "folder", "mode": before.folders[path]}, None, "bash",
-                     during=not _named(path, command)) for path in sorted(before.folders.keys() - after.folders.keys())]
-    return found
-
-
-def _same_text(a: bytes, b: bytes) -> bool:
-    return a == b or a.replace(b"\r\n", b"\n") == b.replace(b"\r\n", b"\n")
-
-
-def _in_editor(texts: dict[str, Any], root: str, relative: str) -> bytes | None:
-    """The editor's text of a file (a call's reads or writes, by the path it named), as bytes."""
-    wanted = os.path.join(root, relative)
-    for path, text in texts.items():
-        if isinstance(text, str) and os.path.realpath(path) == os.path.realpath(wanted):
-            return text.encode("utf-8", "surrogateescape")
-    return None
-
-
-def _file_state(root: str, relative: str, max_bytes: int) -> tuple[State | None, bytes]:
-    """A file tool's file as it is: a regular file, a link, or nothing (anything else, OSError)."""
-    state, data = restore.read_state(root, relative, max_bytes)
-    if state is not None and state["type"] == "folder":
-        raise IsADirectoryError(f"{relative} is a folder")
-    return state, data
-
-
-MAX_HEAD = 4096  # bytes of .git/HEAD and of the ref it names that are read
-
-
-def git_head(root: str) -> bytes:
-    """The root's git HEAD and the commit its branch names, as bytes to compare (b"" without git).
-    Read as data a command may have planted: each a regular file beneath the root's .git, opened
-    through descriptors without following a link and without waiting (a FIFO, a device, a link,
-    an absolute or `..` ref is not read)."""
-    head = _small_file(root, ".git/HEAD")
-    if head is None:
-        return b""
-    if head.startswith(b"ref: "):
-        ref = os.fsdecode(head[5:].strip())
-        parts = ref.split("/")
-        if ref.startswith("/") or any(part in ("", ".", "..") for part in parts) or "\0" in ref:
-            return head + b"(refused)"
-        named = _small_file(root, ".git/" + ref)
-        head += named if named is not None else b"(packed)"
-    return head
-
-
-def _small_file(root: str, relative: str) -> bytes | None:
-    """A regular file's first MAX_HEAD bytes beneath `root`, never through a link or a wait."""
-    try:
-        with Place(root, relative) as place:
-            return place.read(MAX_HEAD) if place.lstat() is not None else None
-    except ValueError:
-        return b"(too large)"
-    except OSError:
-        return None
-
-
-def _tell_summary(messages: list[dict[str, Any]], record: Record, what: str) -> None:
-    """The compression summary that holds an undone turn told so (the model would go on from a
-    change that is no more)."""
-    from bob_acp.context import history
-
-    summary = next((m for m in reversed(messages) if m.get("summary")), None)
-    if summary is None:
-        return
-    text = history.text_of(summary) + f"\n\n[Since this summary, /undo took back a turn of it: {what}]"
-    summary["content"] = [history.text_part(text)]
-
-
-def _title(messages: list[dict[str, Any]]) -> str:
-    from bob_acp import sessions
-
-    return sessions.title_of(messages) or ""

@@ -18,7 +18,7 @@ import orjson
 from bob_acp import sandbox, threads
 from bob_acp.cancel import SHUTDOWN, Cancel
 from bob_acp.checkpoints import CheckpointError
-from bob_acp.checkpoints.session import Window
+from bob_acp.checkpoints.changes import Window
 from bob_acp.context import history, system_prompt
 from bob_acp.engine import compress
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
