@@ -162,7 +162,7 @@ class Reader:
         logging_setup.add_secrets(known)  # (never in a log line, whoever logs them)
         hidden = environment.dropped(cfg, env)
         provider: Provider | ModelSet | None = None
-        from bob_acp import providers  # (here, not at start-up: `initialize` is answered without them)
+        from bob_acp import providers  # (the chooser alone: a provider's own module loads when one is made)
 
         if problem is None:
             provider = providers.make_provider(cfg, env, known, key)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -144,7 +145,7 @@ class Checkpoints:
         """Before a call that may change files (`one_file`: the file at `path` alone, as the write
         tools do): (its window, or None when it cannot be recorded; what to tell the user about
         that, once a turn, or "")."""
-        if not self._warm.wait(FIRST_LOOK_WAIT):  # (then no longer: the call goes unrecorded, and says so)
+        if not self._first_look(cancel):  # (not done in time: the call goes unrecorded, and says so)
             self._missed = True
             return None, self._once("warming", "This call's changes are not recorded (/undo cannot take them back): "
                                     "the project's first checkpoint is still being made.")
@@ -156,6 +157,15 @@ class Checkpoints:
             window.snapshots[root] = shadow.snapshot(cancel)
             window.heads[root] = git_head(root)
         return window, ""
+
+    def _first_look(self, cancel: Cancel) -> bool:
+        """Whether the project's first look is done, waited for up to FIRST_LOOK_WAIT (a cancel of
+        the turn stops the wait within a tick)."""
+        deadline = time.monotonic() + FIRST_LOOK_WAIT
+        while not self._warm.wait(0.05):
+            if cancel.is_set() or time.monotonic() >= deadline:
+                return False
+        return True
 
     def close_window(self, window: delta.Window, jobs: bool = False) -> str:
         """After the call (`jobs`: a command that left a job running): what it changed joins the
