@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pexpect
 import pytest
@@ -212,3 +214,12 @@ def chat(bob_env, tmp_path, workdir):
     for child in started:
         if child.isalive():
             child.terminate(force=True)
+
+
+@pytest.fixture
+def outside():
+    """A folder of the user's outside the project and outside /tmp (which the sandbox replaces)."""
+    folder = os.path.join("/var/tmp", f"bob-test-{uuid.uuid4().hex[:12]}")
+    os.makedirs(folder)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

@@ -45,15 +45,6 @@ def run_as_user():
     return ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--", *bob_command()]
 
 
-@pytest.fixture
-def outside():
-    """A folder of the user's outside the project and outside /tmp (which the sandbox replaces)."""
-    folder = os.path.join("/var/tmp", f"bob-test-{uuid.uuid4().hex[:12]}")
-    os.makedirs(folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 class Listeners:
     """Servers of programs outside the sandbox. What reached one is in the kernel's queue of
     that socket (a connection in its backlog, a datagram in its buffer) from the moment the

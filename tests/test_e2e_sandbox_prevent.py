@@ -8,12 +8,10 @@ even after Bob is killed."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import time
-import uuid
 
 import pytest
 from bob_client import allow, bash, message_text, outputs, tool
@@ -158,23 +156,14 @@ def test_no_command_can_make_a_set_id_file(scripted, workdir, owner):
             assert not path.stat().st_mode & (stat.S_ISUID | stat.S_ISGID), path
 
 
-@pytest.fixture
-def elsewhere():
-    """A folder of the user's outside the project and outside /tmp (which the sandbox replaces)."""
-    folder = os.path.join("/var/tmp", f"bob-test-{uuid.uuid4().hex[:12]}")
-    os.makedirs(folder)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def test_a_hidden_key_replaced_by_a_rename_stays_hidden_from_a_running_job(scripted, workdir, elsewhere):
+def test_a_hidden_key_replaced_by_a_rename_stays_hidden_from_a_running_job(scripted, workdir, outside):
     """bob-acp setup writes its key by a rename over the old one: a job that reads the key file in
     a loop sees neither the old key nor the new one (the whole config folder is hidden, not the
     file), while the shipped and the user's skills stay readable."""
     needs_namespaces()
     from bob_acp.config import written
 
-    home = os.path.join(elsewhere, "home")  # (outside /tmp, which the sandbox replaces)
+    home = os.path.join(outside, "home")  # (outside /tmp, which the sandbox replaces)
     config = os.path.join(home, ".config", "bob")
     os.makedirs(os.path.join(config, "skills", "mine"))
     with open(os.path.join(config, "skills", "mine", "SKILL.md"), "w") as handle:
