@@ -12,3 +12,14 @@ def write_config(tmp_path, script=None, config=None):
         path.write_text(yaml.safe_dump(script))
         cfg.setdefault("model", {}).update({"provider": "script", "script": str(path)})
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def quit_chat(child) -> None:
+    """At the chat's prompt, /quit: the chat ends, with status 0."""
+    import pexpect
+
+    child.expect("you> ")
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0

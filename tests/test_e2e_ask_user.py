@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 
-import pexpect
 import pytest
 from bob_client import allow, bash, outputs, tool
+from chat_helpers import quit_chat
 
 pytestmark = pytest.mark.e2e
 
@@ -144,11 +144,7 @@ def test_in_the_chat_the_question_is_asked_on_the_terminal(chat):
     child.expect(r"\[1-2")
     child.sendline("2")
     child.expect("The user answered: green")
-    child.expect("you> ")
-    child.sendline("/quit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    quit_chat(child)
 
 
 @pytest.mark.parametrize("error", [{"code": -32601, "message": "Method not found"},

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-import pexpect
 import pytest
 from bob_client import allow, bash, message_text, outputs, updates
+from chat_helpers import quit_chat
 
 pytestmark = pytest.mark.e2e
 
@@ -216,11 +216,7 @@ def test_in_the_chat_a_line_typed_during_a_turn_steers_it_and_says_so(chat, work
     (workdir / "go").touch()
     child.expect("minding the tests as you asked")
     child.expect("/quit")  # (the help's list, after the turn)
-    child.expect("you> ")
-    child.sendline("/quit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    quit_chat(child)
 
 
 def test_in_the_chat_a_line_that_only_starts_with_a_slash_steers(chat, workdir):
@@ -236,11 +232,7 @@ def test_in_the_chat_a_line_that_only_starts_with_a_slash_steers(chat, workdir):
     child.expect("added to the running turn")
     (workdir / "go").touch()
     child.expect("cleaning up before going on")
-    child.expect("you> ")
-    child.sendline("/quit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    quit_chat(child)
     assert "runs when the turn ends" not in child.before
 
 
@@ -253,11 +245,7 @@ def test_in_the_chat_without_steering_a_line_typed_during_a_turn_is_the_next_pro
     (workdir / "go").touch()
     child.expect("the job is done")
     child.expect("minding the tests as you asked")  # (its own turn, once the first ended)
-    child.expect("you> ")
-    child.sendline("/quit")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    quit_chat(child)
     assert "added to the running turn" not in child.before
 
 
