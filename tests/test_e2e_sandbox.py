@@ -400,23 +400,32 @@ def test_a_fork_bomb_in_the_sandbox_leaves_bob_answering(scripted, workdir):
 
 def test_bobs_own_unasked_writes_never_follow_a_link_out_of_the_project(scripted, workdir, outside):
     """allow-edits writes project files unasked: a link flipped in a loop between a folder
-    inside and one outside never carries a write out."""
+    inside and one outside never carries a write out; each write either lands inside or is
+    refused, and says which."""
     inside = workdir / "inside"
     inside.mkdir()
     link = workdir / "target"
     link.symlink_to(inside)
     stop = threading.Event()
+    flips: list[int] = [0]
+    broke: list[BaseException] = []
 
     def flip():
-        while not stop.is_set():
-            for where in (outside, inside):
-                temp = workdir / f".flip-{uuid.uuid4().hex[:6]}"
-                temp.symlink_to(where)
-                os.replace(temp, link)
+        try:
+            while not stop.is_set():
+                for where in (outside, inside):
+                    temp = workdir / f".flip-{uuid.uuid4().hex}"
+                    temp.symlink_to(where)
+                    os.replace(temp, link)
+                flips[0] += 1
+        except BaseException as exc:  # (said below: a flipper that died proves nothing)
+            broke.append(exc)
 
     count = 150
     writes = [{"name": "write_file", "arguments": {"path": f"target/f{i}.txt", "content": "x"}} for i in range(count)]
-    turns = [{"replies": [{"tool_calls": writes}, {"text": "done"}]}]
+    turns = [{"replies": [{"tool_calls": writes}, {"text": "done"}]},
+             {"replies": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "target/last.txt",
+                                                                             "content": "y"}}]}, {"text": "done"}]}]
     bob, sid = scripted(turns, config={"permissions": {"mode": "allow-edits"}})
     flipper = threading.Thread(target=flip, daemon=True)
     flipper.start()
@@ -425,9 +434,21 @@ def test_bobs_own_unasked_writes_never_follow_a_link_out_of_the_project(scripted
     finally:
         stop.set()
         flipper.join(5)
+    assert not broke and flips[0] > 0
     assert response["result"]["stopReason"] == "end_turn"
     assert os.listdir(outside) == []  # not one write landed outside
-    assert len(list(inside.iterdir())) > 0
+    finished = [u for u in updates(frames, "tool_call_update") if u.get("status") in ("completed", "failed")]
+    assert len(finished) == count
+    landed = sorted(p.name for p in inside.iterdir())
+    named = {u["toolCallId"]: u["rawInput"]["path"] for u in updates(frames, "tool_call")}
+    said = sorted(os.path.basename(named[u["toolCallId"]]) for u in finished if u["status"] == "completed")
+    assert landed == said  # each write that said it landed did, inside; each refusal wrote nothing
+    # Once the link holds still, a write through it lands: the refusals above were the flips'
+    os.replace(link, workdir / "moved")
+    link.symlink_to(inside)
+    response, _ = bob.prompt(sid, "again", answer=reject, timeout=120)
+    assert response["result"]["stopReason"] == "end_turn"
+    assert (inside / "last.txt").read_text() == "y" and os.listdir(outside) == []
 
 
 def test_a_folder_as_broad_as_home_gets_no_mode_that_asks_less(spawn_bob, workdir, tmp_path, bob_env):
