@@ -393,3 +393,69 @@ def test_a_request_to_the_client_from_an_inline_handler_is_sent_before_it_waits(
     assert question["method"] == "question"
     h.send({"jsonrpc": "2.0", "id": question["id"], "result": {"answer": 42}})
     assert h.next() == {"jsonrpc": "2.0", "id": 2, "result": {"answer": 42}}
+
+
+# ---- by messages (the MCP HTTP transports' way): no byte stream, no pipe ----------------------
+
+class Messages:
+    """An endpoint served by messages: what it sends, as dicts, in a queue."""
+
+    def __init__(self, routes, notifications=None, in_order=frozenset(), cancel_method=None):
+        bob_log.setup("error")
+        self.out: queue.Queue = queue.Queue()
+        self.endpoint = Endpoint(self.out.put, routes, notifications or {}, bob_log.get("test"), in_order=in_order,
+                                 cancel_method=cancel_method)
+        self.endpoint.start()
+
+    def next(self, timeout=3):
+        return self.out.get(timeout=timeout)
+
+
+def test_by_messages_requests_are_routed_and_answered_as_dicts():
+    m = Messages({"echo": Route(lambda p: p), "slow": Route(lambda p: {"slow": True}, worker=True)})
+    m.endpoint.consume({"jsonrpc": "2.0", "id": 1, "method": "echo", "params": {"x": 1}})
+    assert m.next() == {"jsonrpc": "2.0", "id": 1, "result": {"x": 1}}
+    m.endpoint.consume({"jsonrpc": "2.0", "id": 2, "method": "slow", "params": {}})
+    assert m.next() == {"jsonrpc": "2.0", "id": 2, "result": {"slow": True}}
+    m.endpoint.consume({"jsonrpc": "2.0", "id": 3, "method": "nope"})
+    assert m.next()["error"]["code"] == -32601
+    m.endpoint.consume(["not", "a", "message"])  # (what a transport decoded, however wrong: an error, by id null)
+    assert m.next()["error"]["code"] == -32600
+    m.endpoint.end()
+    assert m.endpoint.closed
+
+
+def test_by_messages_our_request_is_settled_by_the_answer_consumed_and_cancelled_at_the_end():
+    changed = []
+    m = Messages({}, {"changed": lambda p: changed.append(p)}, in_order=frozenset({"changed"}))
+    sent = m.endpoint.request("question", {"q": 1})
+    asked = m.next()
+    assert asked == {"jsonrpc": "2.0", "id": sent.id, "method": "question", "params": {"q": 1}}
+    m.endpoint.consume({"jsonrpc": "2.0", "method": "changed", "params": {"n": 1}})  # (in order: before the answer)
+    m.endpoint.consume({"jsonrpc": "2.0", "id": sent.id, "result": {"a": 42}})
+    assert sent.settled(3).result() == {"a": 42} and changed == [{"n": 1}]
+    waiting = m.endpoint.request("another", {})
+    assert m.next()["method"] == "another"
+    m.endpoint.end()  # the peer sends no more: what waited ends, and nothing more is taken
+    assert waiting.settled(3).cancelled()
+    m.endpoint.consume({"jsonrpc": "2.0", "id": 9, "method": "echo"})
+    with pytest.raises(queue.Empty):
+        m.out.get(timeout=0.2)
+
+
+def test_by_messages_a_consumer_that_fails_fails_that_send_only():
+    refused = []
+    bob_log.setup("error")
+
+    def consumer(message):
+        if message.get("method") == "bad":
+            refused.append(message)
+            raise OSError("the server is gone")
+
+    endpoint = Endpoint(consumer, {}, {}, bob_log.get("test"))
+    endpoint.start()
+    assert endpoint.notify("bad", {}) is False and refused
+    sent = endpoint.request("bad", {})
+    assert isinstance(sent.settled(3).exception(), PeerError)  # (answered at once: it was never sent)
+    assert endpoint.notify("good", {}) is True
+    endpoint.end()

@@ -1,8 +1,14 @@
 """The JSON-RPC endpoint: reader thread, bounded inbound queue, dispatcher thread, worker threads,
 and requests of our own to the peer. Domain-free: routes come in as a method table.
 
+Two ways to reach the peer: a byte stream (serve(stream) reads lines; a streams.Writer writes
+them), or messages (as python-lsp-jsonrpc's `Endpoint(dispatcher, consumer)`): start(), then
+consume(message) for each message the peer sent, end() when it sends no more; every message of
+ours goes to the `consumer` callable, already a dict (a transport that speaks HTTP encodes it
+once, where it sends it). The feeding thread(s) then play the reader's part below.
+
 Which thread runs what
-- reader (`_read_loop`): reads and decodes frames; settles the answers to our requests (their
+- reader (`_read_loop`, or whoever calls consume()): reads and decodes frames; settles the answers to our requests (their
   Futures' done-callbacks run here); runs the route's `cancel` for the cancellation
   notification (`cancel_method`) and the handlers of `in_order` notifications, so that their
   effect is seen by whoever waits on an answer the peer sent after them. It hands the other
@@ -83,7 +89,7 @@ class Endpoint:
 
     def __init__(
         self,
-        writer: Writer,
+        writer: Writer | Callable[[dict[str, Any]], None],
         routes: dict[str, Route],
         notifications: dict[str, Callable[[dict[str, Any]], None]],
         log: Any,
@@ -95,7 +101,10 @@ class Endpoint:
         on_read: Callable[[], None] | None = None,
         limit_words: Callable[[], str] | None = None,
     ):
-        self._writer = writer
+        # The output: a Writer of lines, or a consumer of messages (which is never held back).
+        self._writer = writer if isinstance(writer, Writer) else None
+        self._consumer = None if isinstance(writer, Writer) else writer
+        self._feed_lock = threading.Lock()  # (consume() may be called from more than one thread)
         self._limit_words = limit_words  # which of the machine's limits a refused thread met, in words
         self._routes = routes
         self._notifications = notifications
@@ -162,9 +171,13 @@ class Endpoint:
 
     def wake_senders(self) -> None:
         """Have senders waiting for room in the output check their give_up again."""
-        self._writer.wake()
+        if self._writer is not None:
+            self._writer.wake()
 
     def _send(self, frame: dict[str, Any], give_up: Callable[[], bool] | None = None, hold: bool = True) -> bool:
+        if self._consumer is not None:
+            return self._consume_out(frame)
+        assert self._writer is not None
         try:
             data = codec.dumps(frame)
         except TypeError:
@@ -175,16 +188,28 @@ class Endpoint:
         if len(data) > self._max_frame and "id" in frame and "method" not in frame:
             self._log.error(f"response of {len(data)} bytes exceeds the frame cap; an error is sent instead")
             data = codec.dumps(error_frame(frame["id"], RpcError.internal_error("result too large")))
-        if hold and self._dispatcher_id == threading.get_ident():
+        if hold and self._dispatcher_id == threading.get_ident():  # (a Writer's: see above)
             self._held.append(data)
             if len(self._held) >= HELD_FRAMES or ("method" in frame and "id" in frame):
                 self._write_held()  # (a request of ours: its answer will be waited for)
             return True
         return self._writer.send(data, give_up)
 
+    def _consume_out(self, frame: dict[str, Any]) -> bool:
+        """A message of ours to the consumer; one it cannot take is not sent (an answer it
+        refused is said in the log: the peer then waits on its own timeout, as for a lost line)."""
+        assert self._consumer is not None
+        try:
+            self._consumer(frame)
+        except Exception:
+            self._log.error("the consumer refused a message", detail=_traceback())
+            return False
+        return True
+
     def _write_held(self) -> None:
         """(On the dispatcher: no other thread touches what it holds.)"""
         if self._held and self._dispatcher_id == threading.get_ident():
+            assert self._writer is not None  # (only a Writer's frames are held)
             held, self._held = self._held, []
             self._writer.send(b"\n".join(held))
 
@@ -224,6 +249,29 @@ class Endpoint:
 
     def stop(self) -> None:
         """End serving as at EOF (from a signal handler's thread, for instance)."""
+        self._close()
+
+    # ---- serving by messages ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Serve by messages: the dispatcher starts; the caller feeds consume() and calls end().
+        ThreadLimit-like RuntimeError when the machine gives no thread."""
+        threading.Thread(target=self._dispatch_loop, name="bob-dispatcher", daemon=True).start()
+
+    def consume(self, message: object, size: int = 1) -> None:
+        """A message the peer sent (decoded already; `size`: its length in bytes, for the bounds
+        on what waits). Waits while the dispatcher is `MAX_PENDING_*` behind, as a reader does."""
+        with self._feed_lock:
+            if self._closed.is_set():
+                return
+            self._take_message(message, max(size, 1))
+            self._hand_on()
+
+    def end(self) -> None:
+        """The peer sends no more: what was consumed is still answered, our requests still
+        awaited are cancelled (as at the end of a byte stream)."""
+        with self._feed_lock:
+            self._hand_on()
         self._close()
 
     def _serve_refusing(self, stream: IO[bytes], why: str) -> None:
@@ -306,13 +354,16 @@ class Endpoint:
             msg = codec.loads(frame)
         except (codec.JSONDecodeError, RecursionError) as exc:
             return self._respond_error(None, RpcError.parse_error(str(exc).split(":")[0]))
+        self._take_message(msg, len(frame))
+
+    def _take_message(self, msg: Any, size: int) -> None:
         if type(msg) is dict and type(msg.get("method")) is str and msg.get("jsonrpc") == "2.0":
             msg_id = msg.get("id", _NO_ID)
             if type(msg_id) is str or (type(msg_id) is int and -(2 ** 63) <= msg_id < 2 ** 63):
-                return self._enqueue(msg, len(frame))  # a well-formed request: the common case
+                return self._enqueue(msg, size)  # a well-formed request: the common case
         problem = envelope_problem(msg)
         if not problem and "id" in msg and "method" in msg:
-            return self._enqueue(msg, len(frame))
+            return self._enqueue(msg, size)
         self._hand_on()  # what came before is queued before this takes effect
         if problem and isinstance(msg, dict) and "method" not in msg and self._awaiting.awaits(msg.get("id")):
             return self._answer(msg)  # a malformed answer to one of ours: it settles that request
@@ -323,7 +374,7 @@ class Endpoint:
                 return self._cancel_request(msg.get("params"))
             if "id" not in msg and msg["method"] in self._in_order:
                 return self._notified(msg)
-            return self._enqueue(msg, len(frame))
+            return self._enqueue(msg, size)
         self._answer(msg)
 
     def _cancel_request(self, params: object) -> None:

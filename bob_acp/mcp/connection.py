@@ -157,36 +157,41 @@ class EndpointConnection(Connection):
     _endpoint: Endpoint
 
     @staticmethod
-    def endpoint_for(writer: Writer, log: Logger, owner: Connection) -> Endpoint:
+    def endpoint_for(output: Writer | Callable[[dict[str, Any]], None], log: Logger, owner: Connection) -> Endpoint:
+        """The endpoint: over a byte stream (a Writer of lines, a stdio server), or by messages
+        (a consumer of each message of ours, an HTTP server)."""
         changed = "notifications/tools/list_changed"
         # In order: a server that adds a tool says so before answering the call that added it,
         # and the turn must see the change before its next model call.
-        return Endpoint(writer, {"ping": Route(lambda _params: {})},
+        return Endpoint(output, {"ping": Route(lambda _params: {})},
                         {changed: lambda params: owner.on_notification(changed, params)}, log,
                         in_order=frozenset({changed}))
 
     def request(self, method: str, params: dict[str, Any], timeout: float, cancel: Cancel | None = None) -> dict[str, Any]:
-        sent = self._endpoint.request(method, params)
-        timed_out = threading.Event()
+        return self.awaited(self._endpoint.request(method, params), method, timeout, cancel)
 
-        def expire() -> None:
-            timed_out.set()
-            sent.cancel()
+    def awaited(self, sent: Sent, method: str, timeout: float, cancel: Cancel | None) -> dict[str, Any]:
+        """The result of a request sent: waited for until its answer, mcp.timeout or the user's
+        cancel (each of which tells the server), in the words every transport uses."""
 
         def cancelled() -> None:
-            sent.cancel()
-            self.notify("notifications/cancelled", {"requestId": sent.id, "reason": "cancelled by the user"})
+            if sent.cancel():
+                self.cancel_notice(sent.id)
 
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
         unsubscribe = cancel.subscribe(cancelled) if cancel is not None else (lambda: None)
         try:
-            sent.settled()
+            sent.settled(timeout)  # (mcp.timeout: no timer thread; a cancel settles it at once)
         finally:
-            timer.cancel()
             unsubscribe()
+        timed_out = threading.Event()
+        if sent.timed_out:
+            timed_out.set()
+            self.cancel_notice(sent.id, f"no answer within {timeout:g} s")  # (as MCP asks of a timeout)
         return settle(sent, method, timed_out, cancel, timeout)
+
+    def cancel_notice(self, request_id: int, reason: str = "cancelled by the user") -> None:
+        """Tell the server that a request was given up (on the cancelling thread: quick)."""
+        self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         self._endpoint.notify(method, params if params is not None else {})

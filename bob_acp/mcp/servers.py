@@ -342,7 +342,7 @@ def _connection(spec: object, name: str, cwd: str, env: dict[str, Any], log: Log
             raise McpError("needs an http(s) url")
         if kind == "sse":  # (its handshake, the endpoint event, within mcp.timeout)
             return SseConnection(name, url, _pairs(spec.get("headers")), log, timeout)
-        return HttpConnection(name, url, _pairs(spec.get("headers")), log)
+        return HttpConnection(name, url, _pairs(spec.get("headers")), log, timeout)
     command = spec.get("command")
     if not isinstance(command, str) or not command:
         raise McpError("needs a command")

@@ -2,22 +2,21 @@
 still hand over: `{type: sse, url, headers}`): a GET event stream the server speaks on, whose
 first event (`endpoint`) names where each message is POSTed.
 
-The frames go through Bob's own JSON-RPC endpoint, as a stdio server's do: each message of the
-stream is given to it as a line of a pipe, and each line it writes to another pipe is POSTed.
-Threads only: one reads the stream, one serves the endpoint, one posts. A POST the server
+The messages go through Bob's own JSON-RPC endpoint, as a stdio server's frames do, but as
+messages (no pipe, nothing parsed twice): each message of the stream is consumed by it, and each
+message it sends is POSTed. Threads: one reads the stream, the endpoint's dispatcher, one posts. A POST the server
 refuses answers its request with the words the streamable HTTP transport uses (`HTTP 500`);
 a message endpoint on another host than the stream's is refused (the headers, keys among them,
 would go there); each event is bounded as one HTTP answer is."""
 
 from __future__ import annotations
 
-import os
+import queue
 import threading
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
 from bob_acp import jsontext, threads
-from bob_acp.jsonrpc.streams import Writer
 from bob_acp.mcp.connection import (
     MAX_ANSWER,
     EndpointConnection,
@@ -53,18 +52,14 @@ class SseConnection(EndpointConnection):
         self._post_url: str | None = None
         self._problem: str | None = None  # why the stream ended, or never began
         self._ready = threading.Event()  # the endpoint is known, or the stream has ended
-        incoming, self._into = os.pipe()  # the stream's messages, one per line, to the endpoint
-        self._into_lock = threading.Lock()  # (a write and the close: never a write to a closed, reused number)
-        outgoing, self._written = os.pipe()  # what the endpoint writes, one message per line, to be posted
-        self._incoming, self._outgoing = os.fdopen(incoming, "rb"), os.fdopen(outgoing, "rb")
-        self._writer = Writer(self._written, on_broken=self._gone)
-        self._endpoint = self.endpoint_for(self._writer, log, self)
+        self._outbox: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()  # to be POSTed; None: the end
+        self._endpoint = self.endpoint_for(self._outbox.put, log, self)
         opened(self)  # (Bob ending meanwhile: closed, and McpError)
         try:
+            self._endpoint.start()
             threads.start(self._read, f"bob-mcp-{name}-events")
-            threads.start(self._serve, f"bob-mcp-{name}")
             threads.start(self._post_all, f"bob-mcp-{name}-post")
-        except threads.ThreadLimit as exc:
+        except (threads.ThreadLimit, RuntimeError) as exc:
             self.close()
             raise McpError(str(exc)) from None
         if not self._ready.wait(timeout) or self._post_url is None:
@@ -124,9 +119,7 @@ class SseConnection(EndpointConnection):
         finally:
             if response is not None:
                 response.close()
-            with self._into_lock:  # the endpoint reads the end: what waits on the server is answered
-                os.close(self._into)
-                self._into = -1
+            self._endpoint.end()  # what waits on the server is answered
             up = self._ready.is_set() and self._post_url is not None
             self._ready.set()
             if not self._closed and self._problem:
@@ -144,71 +137,41 @@ class SseConnection(EndpointConnection):
             self._ready.set()
 
     def _deliver(self, data: str) -> None:
-        """One message of the stream to the endpoint, as one line (a message that is not JSON is
-        passed over: the endpoint would answer it with an error no one reads)."""
+        """One message of the stream to the endpoint (a message that is not JSON is passed over:
+        the endpoint would answer it with an error no one reads)."""
         try:
             message = jsontext.loads(data)
         except (jsontext.JSONDecodeError, RecursionError):
             self._log.debug(f"[mcp] {self.name}: an event that is not JSON passed over")
             return
-        self._to_endpoint(message)
-
-    def _to_endpoint(self, message: object) -> None:
-        """(OSError once the stream has ended, or the endpoint stopped reading.)"""
-        line = memoryview(jsontext.dumps(message) + b"\n")
-        with self._into_lock:
-            if self._into < 0:
-                raise OSError("the event stream has ended")
-            while line:
-                line = line[os.write(self._into, line):]
-
-    def _serve(self) -> None:
-        try:
-            self._endpoint.serve(self._incoming, drain_timeout=0.1)
-        finally:
-            self._incoming.close()
-
-    def _gone(self) -> None:
-        self._endpoint.stop()
+        self._endpoint.consume(message, len(data))
 
     # ---- posting ----------------------------------------------------------------------------------
 
     def _post_all(self) -> None:
-        try:
-            self._ready.wait()
-            if self._post_url is None:
-                return  # (it never started: nothing will be posted)
-            for line in self._outgoing:
-                if self._post_url is None or self._closed:
-                    break
-                self._post(line)
-        finally:
-            self._outgoing.close()
+        self._ready.wait()
+        while True:
+            message = self._outbox.get()
+            if message is None or self._post_url is None or self._closed:
+                return  # (it ended, or never started: nothing more is posted)
+            self._post(message)
 
-    def _post(self, line: bytes) -> None:
+    def _post(self, message: dict[str, Any]) -> None:
         """One message POSTed; a request the server refused is answered here, with the words of
         the streamable HTTP transport."""
-        try:
-            message = jsontext.loads(line)
-        except (jsontext.JSONDecodeError, RecursionError):
-            return
         assert self._post_url is not None
         try:
-            response = self._http.post(self._post_url, data=line, timeout=POST_TIMEOUT, allow_redirects=False,
-                                       headers={**self._headers, "Content-Type": "application/json"})
+            response = self._http.post(self._post_url, data=jsontext.dumps(message), timeout=POST_TIMEOUT,
+                                       allow_redirects=False, headers={**self._headers, "Content-Type": "application/json"})
             response.close()
             problem = refused(response)
         except (OSError, ValueError) as exc:
             problem = self.scrub(f"{type(exc).__name__}: {jsontext.clean(str(exc))[:200]}")
         if problem is None:
             return
-        what = message.get("method", "an answer") if isinstance(message, dict) else "a message"
-        self._log.info(f"[mcp] {self.name}: the server refused {what}: {problem}")
-        if isinstance(message, dict) and "id" in message and "method" in message and not self._closed:
-            try:
-                self._to_endpoint({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": problem}})
-            except OSError:
-                pass  # (the stream has ended: the request is answered by that)
+        self._log.info(f"[mcp] {self.name}: the server refused {message.get('method', 'an answer')}: {problem}")
+        if "id" in message and "method" in message and not self._closed:
+            self._endpoint.consume({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": problem}})
 
     # ---- the end ----------------------------------------------------------------------------------
 
@@ -222,8 +185,7 @@ class SseConnection(EndpointConnection):
         if response is not None:
             httpio.shutdown(response)  # (the reader's wait ends at once)
         self._ready.set()
-        self._writer.close(0.1)
-        os.close(self._written)  # (the poster reads the end)
+        self._outbox.put(None)  # (the poster ends)
         self._http.close()
         closed(self)
 
