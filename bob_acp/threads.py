@@ -5,15 +5,21 @@ escaping as "Internal error". (The transport, which imports nothing of Bob, word
 from __future__ import annotations
 
 import threading
-from typing import Generic, Hashable, TypeVar
 
 from bob_acp.exceptions import BobError
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, Callable
+if TYPE_CHECKING:  # (typing is not loaded before Bob's first answer: Live is generic to mypy alone)
+    from typing import Any, Callable, Generic, Hashable, TypeVar
 
-T = TypeVar("T", bound=Hashable)
+    T = TypeVar("T", bound=Hashable)
+
+    class _Items(Generic[T]):
+        pass
+else:
+    class _Items:
+        def __class_getitem__(cls, item: object) -> type:
+            return cls
 
 LIMIT = "the limit on processes and threads (ulimit -u) is reached"
 STACK_SIZE = 1024 * 1024  # bytes of stack a thread reserves (not 8 MiB: `ulimit -v` counts it)
@@ -137,7 +143,7 @@ class Doing:
 doing = Doing()
 
 
-class Live(Generic[T]):
+class Live(_Items["T"]):
     """What runs now (commands, connections), for the end of Bob to end it all: added and
     discarded by the threads that run it, taken at once by the one that ends Bob. Once ended,
     nothing is added (what comes late is its adder's to end)."""

@@ -13,12 +13,11 @@ Bob has no account to log in to: "authenticated" means a model Bob can use is co
 
 from __future__ import annotations
 
-from typing import Any
-
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
 
     from bob_acp.config import Config
 

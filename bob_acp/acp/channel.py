@@ -4,15 +4,13 @@ questions, the editor's files and terminals), and what the client said it can do
 from __future__ import annotations
 
 import time
-import uuid
-from typing import Any
 
 from bob_acp.acp import protocol as p
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Any, Callable
 
     from bob_acp.cancel import Cancel
     from bob_acp.jsonrpc.endpoint import Endpoint, Sent
@@ -65,7 +63,7 @@ class ClientChannel:
 
     def tell(self, sid: str, line: str) -> None:
         """One message to the user in the session, outside any turn."""
-        self.update(sid, p.agent_chunk(line + "\n", str(uuid.uuid4())))
+        self.update(sid, p.agent_chunk(line + "\n", p.new_id()))
 
     def notice(self, sid: str, title: str, description: str | None = None, severity: str = "warning",
                give_up: Callable[[], bool] | None = None) -> None:
@@ -76,7 +74,7 @@ class ClientChannel:
         else:
             marks = {"warning": "⚠️ ", "error": "❌ "}
             self.update(sid, p.agent_chunk(f"{marks.get(severity, '')}{title}{f' {description}' if description else ''}\n",
-                                           str(uuid.uuid4())), give_up)
+                                           p.new_id()), give_up)
 
     def ask(self, method: str, params: dict[str, Any], cancel: Cancel, timeout: float | None = None) -> Sent:
         """One request to the client (a permission question, a file, a terminal), once settled:

@@ -3,8 +3,6 @@ session/new, load and resume answer with it; the slash menu and MCP problems sen
 
 from __future__ import annotations
 
-from typing import Any
-
 from bob_acp.acp import protocol as p
 from bob_acp.acp.lazy import LazyModule
 from bob_acp.acp.session import Session
@@ -12,7 +10,7 @@ from bob_acp.acp.updates import say_news
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Any, Callable
 
     from bob_acp.acp.channel import ClientChannel
     from bob_acp.acp.client import EditorClient

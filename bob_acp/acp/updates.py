@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING, Any
-
 from bob_acp import visible
 from bob_acp.acp import protocol as p
 from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
-from bob_acp.jsonrpc.endpoint import PeerError, Sent, answer_of
+from bob_acp.jsonrpc.endpoint import PeerError, answer_of
 from bob_acp.jsontext import clean, mapping
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from bob_acp.engine.calls import Call
+    from bob_acp.jsonrpc.sent import Sent
     from bob_acp.log import Logger
     from bob_acp.tools.base import Answer, ToolResult
 
@@ -57,7 +58,7 @@ def say_news(channel: ClientChannel, session: Session, sink: TurnSink | None = N
             continue
         mark = {"warning": "⚠️ ", "error": "❌ "}.get(severity, "")
         line = f"{mark}{title}{f' {description}' if description else ''}\n"
-        sink.text(("\n" if fresh_line else "") + line, str(uuid.uuid4()))
+        sink.text(("\n" if fresh_line else "") + line, p.new_id())
 
 
 class TurnSink:
@@ -116,7 +117,7 @@ class TurnSink:
         elif automatic and status == "failed" and not self._compression_failure_told:
             self._compression_failure_told = True
             self.text(f"⚠️ The history is near the context window and automatic compression failed ({error}); "
-                      "the history is kept whole.\n", str(uuid.uuid4()))
+                      "the history is kept whole.\n", p.new_id())
 
     def usage(self, used: int, size: int, cost: float | None) -> None:
         self.send(p.usage_update(used, size, cost))

@@ -23,14 +23,22 @@ def launch_command() -> list[str]:
 
 def setup_words() -> str:
     """The command a person types to run this Bob's setup."""
-    import shutil
-
     program = launch_command()[0]
     if any(part in program for part in UV_PARTS):
         return "uvx bob-acp setup"
     if program == sys.executable:
         return f"{shlex.quote(sys.executable)} -m bob_acp setup"
-    found = shutil.which("bob-acp")
+    found = _on_path("bob-acp")
     if os.path.basename(program) != "bob-acp" or (found and os.path.realpath(found) == os.path.realpath(program)):
         return "bob-acp setup"  # (on the PATH; or Bob inside another program, which knows its own command)
     return f"{shlex.quote(program)} setup"
+
+
+def _on_path(name: str) -> str | None:
+    """shutil.which(name), without importing shutil (and the compression modules it loads)
+    before Bob's first answer."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or ".", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None

@@ -47,27 +47,35 @@ import queue
 import threading
 
 from bob_acp.jsonrpc import codec
-from bob_acp.jsonrpc.errors import RpcError
+from bob_acp.jsonrpc.errors import PeerError, RpcError
 from bob_acp.jsonrpc.messages import (
     Awaiting,
-    PeerError,
     Reply,
     Route,
-    Sent,
     answer_of,
     envelope_problem,
     error_frame,
     id_key,
     oversized_id,
-    settle,
 )
 from bob_acp.jsonrpc.streams import FLUSH, MAX_FRAME, Oversized, Writer, read_frames
 
 __all__ = ["Endpoint", "PeerError", "Reply", "Route", "Sent", "answer_of"]  # (the messages, re-exported)
 
+
+def __getattr__(name: str) -> object:
+    """`Sent`, loaded when first asked for (it loads concurrent.futures, and logging with it)."""
+    if name == "Sent":
+        from bob_acp.jsonrpc.sent import Sent
+
+        return Sent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import IO, Any, Callable
+
+    from bob_acp.jsonrpc.sent import Sent
 
 MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 HELD_FRAMES = 64  # frames the dispatcher writes at most at once
@@ -161,6 +169,8 @@ class Endpoint:
             return sent
         if not self._send({"jsonrpc": "2.0", "id": sent.id, "method": method, "params": params}, give_up):
             sent.unsent = True
+            from bob_acp.jsonrpc.sent import settle
+
             settle(sent, error="the request could not be sent")
         return sent
 
@@ -342,6 +352,8 @@ class Endpoint:
             self._log.warning(f"frame of {frame.size} bytes refused (cap {self._max_frame})")
             sent = self._awaiting.answered_by(frame)
             if sent is not None:  # an answer to one of ours: that request fails now, not at its timeout
+                from bob_acp.jsonrpc.sent import settle
+
                 return settle(sent, error=f"the answer of {frame.size} bytes exceeds the frame cap "
                                            f"of {self._max_frame} bytes")
             # A request is answered under its own id, read from either end of the line (a client

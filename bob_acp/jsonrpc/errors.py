@@ -59,3 +59,12 @@ class RpcError(Exception):
     @classmethod
     def auth_required(cls) -> "RpcError":
         return cls(AUTH_REQUIRED, "Authentication required")
+
+
+class PeerError(Exception):
+    """The peer answered one of our requests with an error, or with something that is no valid
+    answer. `error`: the error object it sent, or a string saying what was wrong."""
+
+    def __init__(self, error: object):
+        super().__init__(error)
+        self.error = error

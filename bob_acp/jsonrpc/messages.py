@@ -1,14 +1,13 @@
 """What travels over a JSON-RPC endpoint, apart from the threads that move it (endpoint.py): a
-route to a handler and what a handler gives back (`Route`, `Reply`), our own requests to the peer
-(`Sent`, `PeerError`), and what makes a frame a message (its envelope, its id)."""
+route to a handler and what a handler gives back (`Route`, `Reply`), our own requests awaited
+(`Awaiting`; each one a `sent.Sent`, loaded with the first), and what makes a frame a message
+(its envelope, its id)."""
 
 from __future__ import annotations
 
 import itertools
 import re
 import threading
-from concurrent.futures import CancelledError, Future, InvalidStateError
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import RpcError
@@ -16,7 +15,10 @@ from bob_acp.jsonrpc.streams import Oversized
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from concurrent.futures import Future
     from typing import Any, Callable, ContextManager
+
+    from bob_acp.jsonrpc.sent import Sent
 
 
 class Route:
@@ -58,39 +60,6 @@ class Reply:
         self.guard = guard
 
 
-class PeerError(Exception):
-    """The peer answered one of our requests with an error, or with something that is no valid
-    answer. `error`: the error object it sent, or a string saying what was wrong."""
-
-    def __init__(self, error: object):
-        super().__init__(error)
-        self.error = error
-
-
-class Sent(Future):  # type: ignore[type-arg]  # (a base class is read at run time: typing stays unloaded)
-    """One of our requests in flight: a Future of the peer's result. It fails with PeerError for
-    an error answer, and is cancelled (Future.cancel, from any thread) when we stop waiting for
-    it or when the connection ends. `id`: what a cancellation notification names."""
-
-    def __init__(self, request_id: int):
-        super().__init__()
-        self.id = request_id
-        self.timed_out = False  # given up because no answer came within the time allowed
-        self.unsent = False  # it could not be written: the peer's input is closed (it ended, or is ending)
-
-    def settled(self, timeout: float | None = None) -> Sent:
-        """Itself, once settled; after `timeout` seconds without an answer, cancelled (we stop
-        waiting) and marked `timed_out`. (concurrent.futures.wait() would miss a cancel: outside
-        an executor a cancelled Future never reaches the state it waits for.)"""
-        try:
-            self.exception(timeout)
-        except CancelledError:
-            pass
-        except FutureTimeout:
-            self.timed_out = self.cancel()
-        return self
-
-
 class Awaiting:
     """Our requests the peer has not answered yet, by id: each made here, settled by its answer
     (or by an answer that is no valid one), forgotten once settled however that happened."""
@@ -102,6 +71,8 @@ class Awaiting:
 
     def new(self, closed: bool = False) -> Sent:
         """A request with the next id, awaited (cancelled at once when the connection is closed)."""
+        from bob_acp.jsonrpc.sent import Sent  # (concurrent.futures: loaded with Bob's first request, not before)
+
         sent = Sent(next(self._ids))
         if closed:
             sent.cancel()
@@ -129,6 +100,8 @@ class Awaiting:
             sent = self._pending.pop(slot_id, None) if slot_id is not None else None
         if sent is None:
             return False
+        from bob_acp.jsonrpc.sent import settle  # (loaded already: a request of ours was made)
+
         if type(msg_id) is not int:
             settle(sent, error=f"answer with the id {msg_id!r}, not the number sent")
         elif msg.get("jsonrpc") != "2.0":
@@ -167,17 +140,6 @@ def answer_of(sent: Future[Any]) -> object:
     if sent.cancelled() or sent.exception() is not None:
         return None
     return sent.result()
-
-
-def settle(sent: Future[Any], result: object = None, error: object = None) -> None:
-    """Settle a request unless it already is (a cancel from another thread may come first)."""
-    try:
-        if error is None:
-            sent.set_result(result)
-        else:
-            sent.set_exception(PeerError(error))
-    except InvalidStateError:
-        pass
 
 
 def oversized_id(frame: Oversized) -> object:
