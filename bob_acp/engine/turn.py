@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import random
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import orjson
 
@@ -23,13 +23,14 @@ from bob_acp.context import history, system_prompt
 from bob_acp.engine import compress
 from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
 from bob_acp.engine.conversation import Conversation, Refs
+from bob_acp.engine.sink import Sink, TurnFailed, TurnStats
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
 from bob_acp.exceptions import BobError, Cancelled, ModelError
 from bob_acp.files.workspace import Workspace, too_broad
 from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.sandbox import policy
-from bob_acp.tools.base import Answer, LiveOutput, ToolContext, ToolResult
+from bob_acp.tools.base import LiveOutput, ToolContext, ToolResult
 from bob_acp.tools.builtin import BUILTIN
 
 if TYPE_CHECKING:
@@ -43,61 +44,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-class TurnStats:
-    __slots__ = ("commands", "file_ops", "skills")
-
-    def __init__(self) -> None:
-        self.commands = self.file_ops = self.skills = 0
-
-    def count(self, call: Call) -> None:
-        if call.tool is None or not (call.tool.one_file or call.name == "read_skill"):
-            self.commands += 1
-        elif call.name == "read_skill":
-            self.skills += 1
-        else:
-            self.file_ops += 1
-
-    def line(self) -> str:
-        return f"{self.commands} command(s) · {self.file_ops} file op(s) · {self.skills} skill(s)"
-
-
-class Sink(Protocol):
-    """What a turn reports, in order, from the turn's thread."""
-
-    def text(self, chunk: str, message_id: str) -> None: ...
-    def thought(self, chunk: str, message_id: str) -> None: ...
-    def user_text(self, chunk: str, message_id: str) -> None: ...  # what the user added to the running turn
-    def retrying(self, attempt: int, delay: float, why: str) -> None: ...
-    def tool_pending(self, call: Call) -> None: ...
-    def permission(self, call: Call, cancel: Cancel) -> str: ...  # allow | allow_always | reject
-    def ask(self, call: Call, question: str, options: list[str], cancel: Cancel) -> Answer: ...  # (ask_user)
-    def tool_running(self, call: Call) -> None: ...
-    def tool_output(self, call: Call, tail: str, delta: str) -> None: ...
-    def tool_terminal(self, call: Call) -> None: ...  # its output is in the editor's terminal call.terminal
-    def tool_finished(self, call: Call, result: ToolResult) -> None: ...
-    def plan(self, entries: list[dict[str, Any]]) -> None: ...
-    def usage(self, used: int, size: int, cost: float | None) -> None: ...
-    # A compression of the history: in_progress, then completed (with its summary), failed (with
-    # why) or cancelled; `automatic`: started by Bob near the context window, not by /compact.
-    def compaction(self, compaction_id: str, status: str, automatic: bool, summary: str = "",
-                   error: str = "") -> None: ...
-    def notice(self, title: str, description: str | None = None, severity: str = "warning") -> None: ...
-
-
 # A reported count past these is taken for a server's garbage (one log line; no cost from it):
 # a prompt of more than PROMPT_SLACK times Bob's own estimate of what it sent (characters / 4:
 # real tokenisers give 1-4 times that), plus a fixed slack; a reply of more than OUTPUT_CEILING.
 PROMPT_SLACK = 4
 PROMPT_FLOOR = 8192
 OUTPUT_CEILING = 1 << 20
-
-
-class TurnFailed(Exception):
-    """The turn failed; str(self) is the one-line error the client receives."""
-
-    def __init__(self, line: str, stats: TurnStats):
-        super().__init__(line)
-        self.stats = stats
 
 
 class _LoopStop(Exception):
