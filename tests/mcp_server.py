@@ -187,8 +187,20 @@ def serve_http(args) -> None:
             if args.record:
                 with open(args.record, "a") as handle:
                     handle.write(json.dumps({"path": self.path, "headers": dict(self.headers)}) + "\n")
+            if self.path.startswith("/quiet") and message.get("method") == "tools/call":
+                self.send_response(200)  # an event stream begun, then nothing for 30 s
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(b": priming\n\n")
+                self.wfile.flush()
+                time.sleep(30)
+                self.close_connection = True
+                return None
             if self.path.startswith("/silent") and message.get("method") == "tools/call":
                 time.sleep(30)  # accepted, and no headers yet: a server still working
+            if self.path.startswith("/redirect-here"):  # (the same origin: still not followed)
+                return self.reply(307, b"", "application/json", {"Location": "/moved"})
             if self.path.startswith("/redirect"):
                 return self.reply(307, b"", "application/json", {"Location": "http://127.0.0.2:9/elsewhere"})
             if self.path.startswith("/huge") and message.get("method") == "tools/call":

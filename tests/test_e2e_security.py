@@ -134,14 +134,21 @@ def test_tools_past_the_cap_are_left_out_with_one_line(mcp_bob, monkeypatch):
 
 # ---- 5. HTTP servers are bounded and stay where they were configured ----------------------------------
 
-def test_a_redirect_is_not_followed(mcp_bob, http_mcp):
+@pytest.mark.parametrize("where", ["another host", "the same server"])
+def test_a_redirect_is_not_followed(mcp_bob, http_mcp, where):
+    """Not to another host (the headers, keys among them, would go there), nor to another path of
+    the server's own (the URL the user configured is where messages go)."""
     base, record = http_mcp()
-    server = {"type": "http", "name": "web", "url": base + "/redirect?token=hunter2-secret",
+    path = "/redirect" if where == "another host" else "/redirect-here"
+    server = {"type": "http", "name": "web", "url": base + path + "?token=hunter2-secret",
               "headers": [{"name": "X-Api-Key", "value": "key-value"}]}
     bob, sid = mcp_bob([{"replies": [{"text": "done"}]}], [server])
     line = message_text(bob.frames)
-    assert "redirected (HTTP 307) to http://127.0.0.2" in line and "does not follow redirects" in line
+    assert "redirected (HTTP 307)" in line and "does not follow redirects" in line
+    assert ("to http://127.0.0.2" in line) == (where == "another host")
     assert "hunter2-secret" not in json.dumps(bob.frames) + bob.stderr()
+    posted = [json.loads(entry)["path"] for entry in record.read_text().splitlines() if '"path"' in entry]
+    assert posted and all(p.startswith(path) for p in posted)  # nothing went where it pointed
 
 
 @pytest.mark.parametrize("sse", [False, True])

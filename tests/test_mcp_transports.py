@@ -160,3 +160,26 @@ def test_a_closed_connection_answers_what_waited_and_refuses_more(web):
     caller.join(10)
     assert not caller.is_alive() and isinstance(outcome[0], McpError)  # (the server went away, or its stream ended)
     assert not connection.alive
+
+
+def test_a_request_given_up_ends_its_post_though_the_server_keeps_its_stream_open(tmp_path):
+    """The server begins the answer's event stream and then says nothing for 30 s: the request
+    past its timeout ends the POST at once, not when the server speaks or the connection's read
+    timeout (30 s here) comes."""
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file), "--sse"])
+    connection = None
+    try:
+        wait_until(lambda: port_file.exists() or proc.poll() is not None)
+        bob_log.setup("error")
+        connection = HttpConnection("web", f"http://127.0.0.1:{port_file.read_text()}/quiet", {}, bob_log.get("t"), 30)
+        connection.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                          "clientInfo": {"name": "t", "version": "1"}}, 10)
+        with pytest.raises(McpError, match="no answer within 1 s"):
+            connection.request("tools/call", {"name": "echo", "arguments": {"message": "x"}}, 1)
+        wait_until(lambda: posts_alive() == [], timeout=15)  # (left alone, it would end after 30 s)
+    finally:
+        if connection is not None:
+            connection.close()
+        proc.terminate()
+        proc.wait(10)
