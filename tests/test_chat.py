@@ -13,7 +13,7 @@ import time
 import pexpect
 import pytest
 from bob_client import bob_command
-from chat_helpers import write_config  # noqa: F401  (tests of other files use it from here)
+from chat_helpers import quit_chat, write_config  # noqa: F401  (tests of other files use it from here)
 
 from bob_acp.context import history
 
@@ -67,7 +67,7 @@ def test_the_demo_from_a_clone_root_with_a_normal_install(tmp_path, bob_env):
     child = pexpect.spawn(sys.executable, [str(site / "bin" / "bob-acp"), "chat", "--demo"], cwd=str(clone), env=env,
                           encoding="utf-8", timeout=30, dimensions=(50, 200))
     try:
-        for _ in range(3):  # bash, write_file, edit_file; then bash is allowed always
+        for _ in range(4):  # bash, write_file, edit_file, bash again (the full profile's "always": one command)
             child.expect(r"\[n\]o, and what to do instead: ")
             child.sendline("a")
         child.expect("Hello, world!")
@@ -92,7 +92,7 @@ def test_demo_shows_a_whole_turn(chat):
 # ---- permission, colour -------------------------------------------------------------------------
 
 def test_permission_answers_y_a_n_with_the_proposed_change_first(chat, workdir):
-    child = chat(["do the work"], TOOLS)
+    child = chat(["--profile", "default", "do the work"], TOOLS)  # ("always": the tool, for the session)
     child.expect(r"Allow bash\?\x1b\[0m\r\n    echo from-bash\r\n")
     child.sendline("y")
     child.expect("from-bash")
@@ -296,6 +296,22 @@ def test_a_retry_is_shown(chat, server):
     finish(child)
 
 
+def test_a_retry_in_the_open_chat_says_that_new_uses_a_fixed_configuration(chat, server):
+    """The model server is down and the person fixes the config meanwhile: the open session keeps
+    the settings it started with, and the chat says that /new picks up the fix (once a turn)."""
+    server.enqueue(server.status(503, {"error": {"message": "overloaded"}}),
+                   server.status(503, {"error": {"message": "overloaded"}}), server.openai_text("after the retries"))
+    child = chat([], config={"model": {"baseUrl": server.url + "/v1", "retries": 3}},
+                 env={"OPENAI_API_KEY": "sk-chat-test-000"})
+    child.expect("you> ")
+    child.sendline("hi")
+    child.expect("retry 1 in")
+    child.expect("Ctrl-C, then /new opens a session that uses it")
+    child.expect("after the retries")
+    assert child.before.count("/new opens a session") == 0  # (said once, not at each retry)
+    quit_chat(child)
+
+
 # ---- --json, --load, pipes, words ----------------------------------------------------------------
 
 def test_json_is_pure_ndjson(bob_env, tmp_path, workdir):
@@ -354,14 +370,19 @@ def test_a_closed_pipe_is_no_traceback(bob_env, tmp_path, workdir):
 
 def test_errors_and_stop_reasons_in_words(bob_env, tmp_path, workdir):
     write_config(tmp_path, TOOLS)
-    proc = piped(["--load", "20260101-000000-00000000"], bob_env, workdir)
+    proc = piped(["--profile", "default", "--load", "20260101-000000-00000000"], bob_env, workdir)
     assert proc.returncode == 1 and "keeps no sessions" in proc.stdout and "Method not found" not in proc.stdout
+    proc = piped(["--load", "20260101-000000-00000000"], bob_env, workdir)  # (the chat's own profile: full)
+    assert proc.returncode == 1 and "cannot load session 20260101-000000-00000000: session not found" in proc.stdout
     proc = piped(["--cwd", "/no/such/folder", "hi"], bob_env, workdir)
     assert proc.returncode == 1 and "cannot open a session in /no/such/folder" in proc.stdout
     assert "Invalid params" not in proc.stdout
     write_config(tmp_path, None, {"model": {"provider": "script"}})
-    proc = piped(["hi"], bob_env, workdir)
+    proc = piped(["--profile", "default", "hi"], bob_env, workdir)
     assert proc.returncode == 1 and "(no model is configured" in proc.stdout and "[refusal]" not in proc.stdout
+    proc = piped(["hi"], bob_env, workdir)  # (the full profile's agent refuses the session itself)
+    assert proc.returncode == 1 and "Bob has no usable model: set model.script" in proc.stdout, proc.stdout
+    assert "Authentication required" not in proc.stdout
 
 
 def test_undo_in_the_chat_takes_back_the_last_turn(chat, workdir):

@@ -15,7 +15,7 @@ import pexpect
 import pyte
 import pytest
 from bob_client import bob_command
-from chat_helpers import write_config
+from chat_helpers import quit_chat, write_config
 from test_chat import TOOLS, finish
 from test_e2e_mcp import stdio
 
@@ -141,7 +141,7 @@ def test_sessions_model_and_mode_from_the_terminal(chat, bob_env, workdir, tmp_p
     picked.expect("you> ")
     picked.sendline("/quit")
     finish(picked)
-    plain = chat(["--resume"], TOOLS)
+    plain = chat(["--profile", "default", "--resume"], TOOLS)  # (Bob's minimal profile keeps none)
     plain.expect("need sessions: {enabled: true} and acp: {sessionHistory: true}")
     finish(plain, status=1)
 
@@ -169,7 +169,7 @@ def test_clear_without_colour_and_on_a_narrow_terminal(chat, tmp_path):
     narrow = chat(["ask first"], TOOLS)
     narrow.setwinsize(50, 40)
     term = Terminal(narrow, columns=40)
-    narrow.expect("what to do instead: ")
+    narrow.expect(r"what to do\s+instead: ")
     term.stream.feed(narrow.before + narrow.after)
     shown = [line.rstrip() for line in term.screen.display if line.strip()]
     assert any(line.strip() == "touch asked" for line in shown), shown
@@ -252,3 +252,44 @@ def test_a_broken_config_is_said_at_start_and_new_picks_up_the_fix(chat, tmp_pat
     child.expect("you> ")
     child.sendline("/quit")
     finish(child)
+
+
+def _help_line(child) -> str:
+    child.expect("you> ")
+    child.sendline("/help")
+    child.expect(r"commands of this chat: ([^\r\n]*)\r\n")
+    return child.match.group(1)
+
+
+def test_the_chat_starts_bob_as_editors_do_and_help_lists_only_what_works(chat):
+    """`bob-acp chat` is a client like an editor: its agent runs with the full profile (saved
+    sessions, the pickers) unless the person names a profile; /help lists the commands that work
+    with the profile the agent has."""
+    full = chat([], TOOLS)
+    listed = _help_line(full)
+    assert "/sessions" in listed and "/model [MODEL]" in listed and "/mode [MODE]" in listed
+    quit_chat(full)
+    for args, config in ((["--profile", "default"], None), ([], {"profile": "default"})):
+        plain = chat(args, TOOLS, config)
+        listed = _help_line(plain)
+        assert "/new" in listed and "/quit" in listed
+        assert "/sessions" not in listed and "/model" not in listed and "/mode" not in listed, (args, listed)
+        quit_chat(plain)
+
+
+def test_with_no_usable_model_the_chat_waits_and_a_prompt_after_the_fix_is_answered(chat, tmp_path):
+    """The full profile's agent opens no session without a usable model: the chat says so, stays
+    open, and the first prompt after the fix opens the session and is answered."""
+    script = tmp_path / "later.yaml"
+    script.write_text(json.dumps({"turns": [{"replies": [{"text": "set up at last"}]}]}))
+    child = chat([], None, {"model": {"provider": "script"}})
+    child.expect("Bob has no usable model yet: ")
+    child.expect("No session yet")
+    child.expect("you> ")
+    child.sendline("hello")
+    child.expect("no session yet: Bob has no usable model")
+    (tmp_path / "config.yaml").write_text(json.dumps({"model": {"provider": "script", "script": str(script)}}))
+    child.expect("you> ")
+    child.sendline("hello again")
+    child.expect("set up at last")
+    quit_chat(child)

@@ -211,8 +211,9 @@ def test_in_the_chat_a_line_typed_during_a_turn_steers_it_and_says_so(chat, work
     child.expect("⏺")
     child.sendline("also mind the tests")
     child.expect("added to the running turn")
+    assert "also mind the tests" not in child.before  # (not echoed into the turn's output as it was typed)
     child.sendline("/help")  # a command is not a steer: it runs once the turn has ended
-    child.expect("/help runs when the turn ends")
+    child.expect(r"↳ you: /help \(runs when the turn ends\)")
     (workdir / "go").touch()
     child.expect("minding the tests as you asked")
     child.expect("/quit")  # (the help's list, after the turn)
@@ -237,11 +238,16 @@ def test_in_the_chat_a_line_that_only_starts_with_a_slash_steers(chat, workdir):
 
 
 def test_in_the_chat_without_steering_a_line_typed_during_a_turn_is_the_next_prompt(chat, workdir):
-    child = chat(["--yes"], CHAT_TURNS)
+    """Bob's minimal profile takes no steering: the line is shown at once as the person's (not
+    echoed into the turn's output, not kept silently) and is the next prompt; a control key
+    typed with it (Ctrl-L) never reaches the model."""
+    child = chat(["--profile", "default", "--yes"], CHAT_TURNS)
     child.expect("you> ")
     child.sendline("start the long job")
     child.expect("⏺")
-    child.sendline("also mind the tests")
+    child.sendline("also mind\x0c the tests")
+    child.expect(r"↳ you: also mind the tests \(is the next prompt when the turn ends\)")
+    assert "also mind" not in child.before and "^L" not in child.before
     (workdir / "go").touch()
     child.expect("the job is done")
     child.expect("minding the tests as you asked")  # (its own turn, once the first ended)

@@ -21,7 +21,7 @@ import time
 
 from bob_acp import visible
 from bob_acp.chat.agent import Agent, agent_command
-from bob_acp.chat.ask import Asker, Prompter
+from bob_acp.chat.ask import Asker, Prompter, Typing, typed_text
 from bob_acp.chat.client import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, Chat, ChatError, Quit, Said
 from bob_acp.chat.render import Screen, use_colour
 
@@ -42,7 +42,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--resume", action="store_true", help="pick a saved session of this folder to go on with")
     parser.add_argument("--continue", dest="latest", action="store_true", help="go on with this folder's latest session")
     parser.add_argument("--model", metavar="NAME", help="the model for this run (as BOB_MODEL)")
-    parser.add_argument("--profile", choices=("default", "full"), help="the agent's profile (full: history, pickers, …)")
+    parser.add_argument("--profile", choices=("default", "full"),
+                        help="the agent's profile (default here: full, as editors start it, unless the config file "
+                             "names one; default: Bob's minimal behaviour)")
     parser.add_argument("--demo", action="store_true", help="play the shipped demo script in a temporary folder")
     parser.add_argument("--cwd", default=None, help="the session's working directory (default: here)")
     parser.add_argument("--config", metavar="PATH", help="configuration file for the agent")
@@ -80,13 +82,19 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
             signal.signal(signum, lambda number, _frame: sys.exit(128 + number))
     if args.model:
         env["BOB_MODEL"] = args.model  # the agent reads it as model.name, for this run only
-    options = list(agent_options or []) + (["--profile", args.profile] if args.profile else [])
+    # The chat is a client, as an editor is, and starts its agent as editors do: with the full
+    # profile, unless the person names one (--profile, or `profile:` in the config file).
+    from bob_acp.config import file_profile
+
+    profile = args.profile or (None if file_profile(config, env) else "full")
+    options = list(agent_options or []) + (["--profile", profile] if profile else [])
     screen = Screen(sys.stdout, use_colour(sys.stdout, env) and not args.json, cwd, quiet=args.json)
     agent = Agent(agent_command(config, options), env, sys.stdout if args.json else None)
     chat = Chat(agent, screen, asker, cwd)
     chat.mcp_servers = chat_servers(config, env)
     if sys.stdin.isatty() and args.prompt is None and not args.demo:
         chat.typed = sys.stdin  # (piped prompts stay prompts, one after the other)
+        chat.typing = Typing(sys.stdin)
     try:
         return _run(chat, args, Prompter(env))
     except (Quit, KeyboardInterrupt):  # (a Ctrl-C between two steps of the chat is a quit too)
@@ -131,8 +139,14 @@ def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
     if problem:
         screen.line(f"Bob's configuration cannot be used: {visible.line(problem)}. Prompts are answered with this "
                     "line until it is fixed; /new then opens a session with the fix.", "yellow")
-    screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(args, chat.agent.env)}. /help lists the "
-                "commands; /quit or Ctrl-D leaves.", "dim")
+    if chat.no_session:
+        if not problem:
+            screen.line(f"Bob has no usable model yet: {chat.no_session}", "yellow")
+        screen.line(f"No session yet (in {chat.cwd}): once the model is set up, /new (or a prompt) opens one with "
+                    "the configuration as it is then. /help lists the commands; /quit or Ctrl-D leaves.", "dim")
+    else:
+        screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(args, chat.agent.env)}. "
+                    "/help lists the commands; /quit or Ctrl-D leaves.", "dim")
     try:
         return _loop(chat, prompter)
     finally:
@@ -148,7 +162,7 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
                 text = chat.typed_ahead.pop(0)
                 screen.line(f"you> {visible.line(text)}", "bold")
             else:
-                text = prompter.read(screen.prompt("you> ", "bold"))
+                text = typed_text(prompter.read(screen.prompt("you> ", "bold")))
         except EOFError:
             screen.line("")
             return EXIT_OK
@@ -172,7 +186,10 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
         word, _, rest = command.partition(" ")
         if word == "/new":
             chat.drain()
-            chat.new_session()
+            try:
+                chat.new_session()
+            except Said as exc:
+                screen.line(str(exc), "yellow")
             continue
         if word in ("/sessions", "/model", "/mode"):
             chat.drain()
@@ -189,6 +206,12 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
         if unknown:
             screen.line(unknown, "yellow")
             continue
+        if not chat.session_id:  # (no usable model at the start: the fix may have come since)
+            try:
+                chat.new_session()
+            except Said as exc:
+                screen.line(str(exc), "yellow")
+                continue
         chat.turn(text)
 
 

@@ -112,6 +112,68 @@ def save_history(path: str, entries: list[str]) -> None:
             pass
 
 
+# What a terminal sends that is no text: an escape sequence (an arrow key, a function key), or a
+# control character other than a tab or a newline (Ctrl-L typed during a turn is 0x0c).
+_NOT_TEXT = None
+
+
+def typed_text(text: str) -> str:
+    """What the person typed, without the keys that are no text (never sent to the model)."""
+    global _NOT_TEXT
+    if _NOT_TEXT is None:
+        import re
+
+        _NOT_TEXT = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|O.|.)?|[\x00-\x08\x0b-\x1f\x7f]")
+    return _NOT_TEXT.sub("", text)
+
+
+class Typing:
+    """While a turn runs, the terminal does not echo what the person types into the agent's
+    output: the chat shows each line itself once it is whole, marked as the person's. (Line
+    mode stays on: the line is still edited and ended as usual; a question asked meanwhile is
+    echoed again while it is answered.)"""
+
+    def __init__(self, stream: TextIO | None):
+        self._fd: int | None = None
+        self._saved: Any = None
+        try:
+            if stream is not None and stream.isatty():
+                self._fd = stream.fileno()
+        except (OSError, ValueError):
+            self._fd = None
+
+    def hide(self) -> None:
+        if self._fd is None or self._saved is not None:
+            return
+        try:
+            import termios
+        except ImportError:
+            return
+        try:
+            saved = termios.tcgetattr(self._fd)
+            quiet = list(saved)
+            quiet[3] &= ~termios.ECHO
+            termios.tcsetattr(self._fd, termios.TCSANOW, quiet)  # (NOW: what was typed ahead stays)
+            self._saved = saved
+        except (OSError, ValueError, termios.error):
+            self._saved = None
+
+    def show(self) -> None:
+        if self._fd is None or self._saved is None:
+            return
+        saved, self._saved = self._saved, None
+        import termios
+
+        try:
+            termios.tcsetattr(self._fd, termios.TCSANOW, saved)
+        except (OSError, ValueError, termios.error):  # (the terminal is gone: nothing to restore)
+            pass
+
+    @property
+    def hidden(self) -> bool:
+        return self._saved is not None
+
+
 def _more_waiting() -> bool:
     try:
         return bool(select.select([sys.stdin], [], [], PASTE_WINDOW)[0])

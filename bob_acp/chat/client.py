@@ -10,10 +10,11 @@ import time
 
 from bob_acp import visible
 from bob_acp.chat.agent import Agent
-from bob_acp.chat.ask import Asker
+from bob_acp.chat.ask import Asker, Typing, typed_text
 from bob_acp.chat.choices import Choices
 from bob_acp.chat.render import Screen
 from bob_acp.jsonrpc.endpoint import PeerError, Sent
+from bob_acp.jsonrpc.errors import AUTH_REQUIRED
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
@@ -65,6 +66,10 @@ class Chat:
         self.steering = False  # the agent takes a line typed during a turn into it (_session/steering)
         self.typed_ahead: list[str] = []  # lines typed during a turn that could not join it: the next prompts
         self._steers: dict[Sent, str] = {}
+        self.no_session = ""  # why no session could be opened yet (no usable model), or ""
+        self.typing = Typing(None)  # (the terminal's echo, off while a turn runs: set with `typed`)
+        self._retried = False  # a model call of this turn was retried (the hint about /new said once)
+        self.can_list = False  # the agent lists saved sessions (session/list): /sessions works
 
     @staticmethod
     def error(message: str) -> Said:
@@ -79,7 +84,7 @@ class Chat:
         while True:
             try:
                 if method == "session/prompt":
-                    self._steer_with_typed()
+                    self._take_typed()
                 try:
                     event = self.agent.events.get(timeout=SPIN_EVERY)
                 except queue.Empty:
@@ -127,10 +132,11 @@ class Chat:
                 return {"error": exc.error if isinstance(exc.error, dict) else {"message": str(exc.error)}}, False
         return None, False
 
-    def _steer_with_typed(self) -> None:
-        """A line the person typed while the turn runs steers it, where the agent offers that;
-        elsewhere it waits on the terminal to be the next prompt, as before."""
-        if not self.steering or self.typed is None:
+    def _take_typed(self) -> None:
+        """A line the person typed while the turn runs: shown as theirs (the terminal does not
+        echo it into the agent's output), and it steers the turn where the agent offers that;
+        elsewhere, or for a command, it is the next prompt."""
+        if self.typed is None:
             return
         try:
             if not select.select([self.typed], [], [], 0)[0]:
@@ -140,15 +146,17 @@ class Chat:
         line = self.typed.readline()
         if not line:
             return
-        text = line.rstrip("\n")
+        text = typed_text(line.rstrip("\n"))
         if not text.strip():
             return
         self.screen.end_stream()
-        if self._is_command(text):  # a command of the chat or of Bob: run as such once the turn ends
+        if not self.steering or self._is_command(text):  # run as typed once the turn ends
             self.typed_ahead.append(text)
-            self.screen.line(f"↳ {visible.line(text.strip())} runs when the turn ends", "dim")
+            what = "runs" if self._is_command(text) else "is the next prompt"
+            self.screen.line(f"↳ you: {visible.line(text.strip())} ({what} when the turn ends)", "dim")
             return
-        # (promptRequired when idle: a line that comes as the turn ends is the chat's next prompt)
+        # (promptRequired when idle: a line that comes as the turn ends is the chat's next prompt;
+        # either way _steered shows it, as the person's, once the agent answers)
         sent = self.agent.request("_session/steering", {"sessionId": self.session_id,
                                                         "prompt": [{"type": "text", "text": text}],
                                                         "_meta": {"steering": {"idleBehavior": "promptRequired"}}})
@@ -217,6 +225,10 @@ class Chat:
         when = f" in {delay:.1f} s" if isinstance(delay, (int, float)) else ""
         self.screen.clear_spinner()
         self.screen.line(f"↻ {reason}; retry {visible.line(str(params.get('attempt', '?')))}{when}", "yellow")
+        if not self._retried and self.typed is not None:
+            self._retried = True  # (once a turn: a session keeps the configuration it started with)
+            self.screen.line("  this session keeps the model settings it started with: fixed Bob's configuration "
+                             "meanwhile? Ctrl-C, then /new opens a session that uses it", "dim")
 
     def _update(self, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
@@ -238,6 +250,15 @@ class Chat:
 
     def _permission(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         """Answer a permission request; True when the person pressed Ctrl-C (the turn is cancelled)."""
+        hidden = self.typing.hidden
+        self.typing.show()  # (the answer is typed, and seen, as usual)
+        try:
+            return self._ask_permission(params, answer)
+        finally:
+            if hidden:
+                self.typing.hide()
+
+    def _ask_permission(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         call = params.get("toolCall", {})
         title = visible.line(str(call.get("title", "a tool")))
         options = {o.get("kind"): o.get("optionId") for o in params.get("options", [])}
@@ -272,6 +293,15 @@ class Chat:
         """The agent's question (elicitation/create, a form): each field asked on the terminal,
         a choice by its number; Enter leaves a field out (a required one: the form is declined),
         Ctrl-C cancels the turn. True when the person pressed Ctrl-C."""
+        hidden = self.typing.hidden
+        self.typing.show()
+        try:
+            return self._ask_form(params, answer)
+        finally:
+            if hidden:
+                self.typing.hide()
+
+    def _ask_form(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         self.screen.end_stream()
         self.screen.clear_spinner()
         schema = mapping(params.get("requestedSchema"))
@@ -319,6 +349,9 @@ class Chat:
             "_meta": {"bob": {"retries": True}}, "elicitation": {"form": {}}},
                                         "clientInfo": {"name": "bob-acp-chat", "version": "1"}})
         _result(init, "bob-acp did not start")
+        self.steering = mapping(mapping(mapping(init.get("result")).get("_meta")).get("steering")).get("supported") is True
+        capabilities = mapping(mapping(init.get("result")).get("agentCapabilities"))
+        self.can_list = "list" in mapping(capabilities.get("sessionCapabilities"))
         params: dict[str, Any] = {"cwd": self.cwd, "mcpServers": self.mcp_servers}
         if resume or latest:
             try:
@@ -336,11 +369,15 @@ class Chat:
             result = _result(response, f"cannot load session {load}")
             self.session_id = load
         else:
-            result = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": self.mcp_servers}),
-                             f"cannot open a session in {self.cwd}")
+            response = self.call("session/new", {"cwd": self.cwd, "mcpServers": self.mcp_servers})
+            if self.typed is not None and mapping(response.get("error")).get("code") == AUTH_REQUIRED:
+                # No usable model (none set up, or a broken configuration): the chat waits for
+                # the fix, and the next prompt or /new opens the session with it.
+                self.no_session = _error_line(response["error"])
+                return
+            result = _result(response, f"cannot open a session in {self.cwd}")
             self.session_id = result["sessionId"]
         self.choices.take(result)
-        self.steering = mapping(mapping(mapping(init.get("result")).get("_meta")).get("steering")).get("supported") is True
         modes = mapping(result.get("modes"))
         self.show_mode(modes.get("currentModeId"))
 
@@ -369,13 +406,20 @@ class Chat:
     def turn(self, text: str) -> str:
         """One prompt; its stop reason, or "error"."""
         self._last_message = None
-        response = self.call("session/prompt", {"sessionId": self.session_id,
-                                                "prompt": [{"type": "text", "text": text}]})
-        self._settle_steers()
+        self._retried = False
+        self.typing.hide()
+        try:
+            response = self.call("session/prompt", {"sessionId": self.session_id,
+                                                    "prompt": [{"type": "text", "text": text}]})
+            self._settle_steers()
+        finally:
+            self.typing.show()
         self.screen.end_stream()
         if "error" in response:
             self.failed = True
             self.screen.line(f"error: {_error_line(response['error'])}", "red")
+            if self.typed is not None:
+                self.screen.line("  (fixed Bob's configuration meanwhile? /new opens a session that uses it)", "dim")
             return "error"
         stop = response["result"]["stopReason"]
         if stop in STOP_WORDS:
@@ -385,9 +429,14 @@ class Chat:
 
     def new_session(self) -> None:
         """/new: a session of its own, opened with Bob's configuration as it is now (a fix of a
-        broken file counts from here); the one before stays saved where sessions are kept."""
-        result = _result(self.call("session/new", {"cwd": self.cwd, "mcpServers": self.mcp_servers}),
-                         f"cannot open a session in {self.cwd}")
+        broken file counts from here); the one before stays saved where sessions are kept. Said
+        (the chat goes on) when Bob still has no usable model."""
+        response = self.call("session/new", {"cwd": self.cwd, "mcpServers": self.mcp_servers})
+        if mapping(response.get("error")).get("code") == AUTH_REQUIRED:
+            self.no_session = _error_line(response["error"])
+            raise Said(f"no session yet: {self.no_session}")
+        result = _result(response, f"cannot open a session in {self.cwd}")
+        self.no_session = ""
         self.session_id = result["sessionId"]
         self.choices.take(result)
         self.drain()
@@ -408,9 +457,15 @@ class Chat:
         return f"unknown command {visible.line(word)}: the commands are {listed} (/help says what each does)"
 
     def help_text(self) -> str:
-        lines = ["commands of this chat: /help (this list), /new (a new session, with the configuration as it is "
-                 "now), /sessions (the saved ones here), /model [NAME], /mode [MODE] (show or change), /quit (leave)",
-                 "commands of the agent:"]
+        """The commands that work here: the chat's own that this agent's profile offers, then the
+        agent's (as it listed them)."""
+        offered = {option.get("id") for option in self.choices.options}
+        own = ["/help (this list)", "/new (a new session, with the configuration as it is now)"]
+        if self.can_list:
+            own.append("/sessions (the saved ones here)")
+        own += [f"/{name} [{name.upper()}] (show or change)" for name in ("model", "mode") if name in offered]
+        lines = ["commands of this chat: " + ", ".join(own + ["/quit (leave)"]),
+                 "commands of the agent:" if self.commands else "the agent offers no commands of its own here"]
         lines += [f"  /{visible.line(str(c.get('name', ''))):<16} {visible.line(str(c.get('description', '')))}"
                   for c in self.commands]
         return "\n".join(lines + [KEYS])
@@ -434,6 +489,6 @@ def _error_words(error: dict[str, Any]) -> str:
     message = str(error.get("message", "unknown error"))
     if error.get("code") == -32601 and "session/load" in message:
         return "this Bob keeps no sessions (set sessions: {enabled: true} in its config to use --load)"
-    for prefix in ("Invalid params: ", "Invalid request: ", "Internal error: "):
+    for prefix in ("Invalid params: ", "Invalid request: ", "Internal error: ", "Authentication required: "):
         message = message.removeprefix(prefix)
     return message

@@ -69,6 +69,19 @@ def find_path(explicit: str | None, env: dict[str, str]) -> tuple[str, bool]:
     return default_path(env), False
 
 
+def file_profile(explicit: str | None = None, env: dict[str, str] | None = None) -> str | None:
+    """The profile the config file names itself (`profile:`), None when it names none or cannot
+    be read (load() says why)."""
+    env = dict(os.environ) if env is None else env
+    path, _required = find_path(explicit, env)
+    try:
+        raw = _read_yaml(os.path.abspath(os.path.expanduser(path))) if os.path.exists(path) else {}
+    except ConfigError:
+        return None
+    named = raw.get("profile") if isinstance(raw, dict) else None
+    return named if isinstance(named, str) else None
+
+
 def load(explicit: str | None = None, env: dict[str, str] | None = None, profile: str | None = None) -> Config:
     """The effective configuration. `profile`: the command line's `--profile` (wins over the file's)."""
     env = dict(os.environ) if env is None else env
