@@ -185,9 +185,7 @@ def test_ctrl_c_at_a_permission_question_cancels_the_turn(chat, workdir):
     child.expect(r"Allow bash\?\x1b\[0m\r\n    touch asked\r\n")
     child.sendintr()
     child.expect(r"\(cancelled\)")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
     assert not (workdir / "asked").exists()
 
 
@@ -237,9 +235,7 @@ def test_a_paste_makes_one_turn(chat, workdir, tmp_path):
     child.expect("you> ")
     child.send("count one\rcount two\rcount three\r")
     child.expect("counted")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
     folder = workdir / ".bob" / "sessions"
     stored = json.loads(next(folder.iterdir()).read_text())
     users = [history.text_of(m) for m in stored["messages"] if m["role"] == "user"]
@@ -255,9 +251,7 @@ def test_help_lists_the_agents_commands_and_the_keys(chat):
     child.expect("/compact")
     child.expect("/greetings")
     child.expect("Up/Down")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 # ---- a live turn ----------------------------------------------------------------------------------
@@ -282,9 +276,7 @@ def test_live_output_thoughts_usage_and_the_spinner(chat):
     child.expect(r"waiting for the model.*\d+s")
     child.sendintr()
     child.expect(r"\(cancelled\)")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 def test_a_retry_is_shown(chat, server):
@@ -354,9 +346,7 @@ def test_load_replays_each_message_on_its_own_lines_under_a_header(chat, tmp_pat
     child.expect(r"\r\n.*you> .*do the work\r\n")
     child.expect(r"Checking\.\r\n")
     child.expect(r"write_file: a.txt.*\[rejected\]")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 def test_a_closed_pipe_is_no_traceback(bob_env, tmp_path, workdir):

@@ -73,9 +73,7 @@ def test_a_multi_line_prompt_is_kept_whole_in_the_history(chat, tmp_path, bob_en
     child.expect("you> ")
     child.send("count one\rcount two\r")
     child.expect("counted")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
     history = tmp_path / "home" / ".local" / "state" / "bob" / "chat-history"
     entries = [json.loads(line) for line in history.read_text().splitlines()]
     assert "count one\ncount two" in entries
@@ -84,9 +82,7 @@ def test_a_multi_line_prompt_is_kept_whole_in_the_history(chat, tmp_path, bob_en
     again.send("\x1b[A\x1b[A")  # "/quit", then the two-line prompt
     again.send("\r")
     again.expect("counted")
-    again.expect("you> ")
-    again.sendline("/quit")
-    finish(again)
+    quit_chat(again)
     folder = tmp_path / "project" / ".bob" / "sessions"
     stored = json.loads(next(folder.iterdir()).read_text())
     assert [bob_history.text_of(m) for m in stored["messages"] if m["role"] == "user"] == ["count one\ncount two"]
@@ -106,9 +102,7 @@ def test_the_banner_names_the_model_and_the_mode(chat):
     child = chat(["--model", "other-model"], TOOLS, {"permissions": {"mode": "allow-edits"}})
     child.expect("approval mode: allow-edits")
     child.expect(r"model script/other-model")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 def test_sessions_model_and_mode_from_the_terminal(chat, bob_env, workdir, tmp_path):
@@ -138,9 +132,7 @@ def test_sessions_model_and_mode_from_the_terminal(chat, bob_env, workdir, tmp_p
     picked.expect(r"which one \(1-\d+\)\? ")
     picked.sendline("2")
     picked.expect("count this first")
-    picked.expect("you> ")
-    picked.sendline("/quit")
-    finish(picked)
+    quit_chat(picked)
     plain = chat(["--profile", "default", "--resume"], TOOLS)  # (Bob's minimal profile keeps none)
     plain.expect("need sessions: {enabled: true} and acp: {sessionHistory: true}")
     finish(plain, status=1)
@@ -216,9 +208,7 @@ def test_folders_a_saved_session_names_are_given_back_only_when_the_person_says(
     if give == "n":
         child.expect("goes on in its own folder alone")
     child.expect("Loaded session 20261201-100000-0badcafe")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 def test_an_unknown_command_is_answered_and_a_path_still_goes_to_the_model(chat):
@@ -231,9 +221,7 @@ def test_an_unknown_command_is_answered_and_a_path_still_goes_to_the_model(chat)
     child.expect("you> ")
     child.sendline("/etc/hosts looks odd")
     child.expect("about that path")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 def test_a_broken_config_is_said_at_start_and_new_picks_up_the_fix(chat, tmp_path):
@@ -249,9 +237,7 @@ def test_a_broken_config_is_said_at_start_and_new_picks_up_the_fix(chat, tmp_pat
     child.expect("you> ")
     child.sendline("hello")
     child.expect("the fixed model answers")
-    child.expect("you> ")
-    child.sendline("/quit")
-    finish(child)
+    quit_chat(child)
 
 
 def _help_line(child) -> str:
