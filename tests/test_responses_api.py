@@ -129,7 +129,7 @@ def test_a_cancel_closes_a_silent_stream_at_once(server, tmp_path):
 
 
 def test_azure_headers_query_key_header_and_extra_body(server, tmp_path):
-    """The README's Azure OpenAI example: the deployment's URL, api-version in the query, the key
+    """docs/usage.md's Azure OpenAI example: the deployment's URL, api-version in the query, the key
     in api-key (no Bearer), a gateway header read from the environment, and extraBody merged."""
     model = settings(tmp_path, server, provider="openai", name="gpt-4o",
                      baseUrl=server.url + "/openai/deployments/gpt-4o", query={"api-version": "2024-10-21"},

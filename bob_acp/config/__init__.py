@@ -49,7 +49,7 @@ _classes(Config)
 ENTRY_SCHEMA: dict[str, Any] = {"id": Key(None, "what the model picker shows", kind="str"), **SCHEMA["model"]}
 
 # What `profile: full` (`--profile full`) switches on: every feature that is off by default
-# because the default profile keeps Bob's documented 0.11 behaviour. A key set explicitly (in the
+# because the default profile keeps Bob's minimal behaviour. A key set explicitly (in the
 # file or by an environment override) wins over the profile.
 FULL_PROFILE: dict[str, Any] = {dotted: spec.full for dotted, spec in _flat(SCHEMA).items() if spec.full is not None}
 ENV_OVERRIDES: dict[str, str] = {spec.env: dotted for dotted, spec in _flat(SCHEMA).items() if spec.env}

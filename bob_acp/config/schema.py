@@ -239,8 +239,9 @@ class Config(Section):
     """The effective configuration. `source`: the file it came from, or None; `entries`: the
     models a session can use, the default first."""
 
-    profile: str = key("default", "default: Bob's documented 0.11 behaviour | full: every key marked below on; a "
-                       "key set in the file wins over the profile, --profile wins over this", choices=("default", "full"))
+    profile: str = key("default", "default: Bob's minimal behaviour (scripts rely on it) | full: every key marked "
+                       "below on (editors and bob-acp chat start Bob with it); a key set in the file wins over the "
+                       "profile, --profile wins over this", choices=("default", "full"))
     model: ModelSettings = section(ModelSettings, "the default model")
     models: list[dict[str, Any]] = key([], "further models for the picker: each a mapping of the model keys with an "
                                        "id; with models: and no model:, the first entry is the default")
