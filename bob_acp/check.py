@@ -52,6 +52,11 @@ def gather(cfg: Config) -> dict[str, Any]:
         elif cfg.tools.sandbox == "workspace" and not covered.complete:
             report["problems"].append(f"the sandbox (tools.sandbox: {cfg.tools.sandbox}) is incomplete here: "
                                       f"{'; '.join(covered.missing)}")
+    from bob_acp.rules.store import Store
+
+    kept = Store(env).load(os.getcwd())
+    report["rules"] = {"enabled": cfg.permissions.projectRules, "project": kept.project, "count": len(kept.rules),
+                       "applied": len(kept.usable()) if cfg.permissions.projectRules else 0, "problem": kept.doubt or None}
     guard = children.orphan_guard()
     report["processes"] = {"endWithBob": guard is None, "why": guard}
     report["models"] = []
@@ -101,6 +106,12 @@ def run_check(cfg: Config, out: TextIO | None = None, as_json: bool = False) -> 
         out.write(f"  warning: {warning}\n")
     if "line" in report["sandbox"]:
         out.write(report["sandbox"]["line"] + "\n")
+    rules = report["rules"]
+    state = "" if rules["enabled"] else " (not applied: permissions.projectRules is off)"
+    out.write(f"project rules for {rules['project']}: {rules['count']} kept, {rules['applied']} applied{state} "
+              "(bob-acp rules lists them)\n")
+    if rules["problem"]:
+        out.write(f"  warning: {rules['problem']}\n")
     if not report["processes"]["endWithBob"]:
         out.write(f"processes: a process that leaves its group may outlive Bob here: {report['processes']['why']}\n")
     several = len(report["models"]) > 1

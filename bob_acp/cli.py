@@ -36,6 +36,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         epilog="commands:\n"
                "  bob-acp setup         choose a model and save its key: the one step before a first session\n"
                "  bob-acp chat          talk to Bob in this terminal (bob-acp chat --demo: without a model)\n"
+               "  bob-acp rules         this project's rules: what Bob always and never does here\n"
                "  bob-acp <command> --help   that command's options",
     )
     parser.add_argument("--acp", action="store_true", help="serve ACP on stdio (the default; accepted for editors that pass it)")
@@ -52,7 +53,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-SUBCOMMANDS = ("chat", "setup")
+SUBCOMMANDS = ("chat", "setup", "rules")
 
 
 def _editor_args(argv: list[str]) -> SimpleNamespace | None:
@@ -130,12 +131,28 @@ def _main(argv: list[str]) -> int:
         from bob_acp.setup import main as setup_main
 
         return setup_main(rest, agent_options=options)
+    if command == "rules":
+        return _rules(options, rest)
     # What editors run (`bob-acp [--acp] [--profile P] [--config F]`) skips argparse: start-up time
     # is the editor's.
     args = _editor_args(argv) or parse_args(argv)
     if args.check:
         return _check(args)
     return serve(args.config, args.profile)
+
+
+def _rules(options: list[str], rest: list[str]) -> int:
+    """`bob-acp rules`: whether they apply is the configuration's (the profile's) to say."""
+    from bob_acp import config as config_module
+    from bob_acp.exceptions import ConfigError
+    from bob_acp.rules.command import main as rules_main
+
+    found = _editor_args(options) or parse_args(options)
+    try:
+        enabled = config_module.load(found.config, profile=found.profile).permissions.projectRules
+    except ConfigError:
+        enabled = True  # (the configuration is said elsewhere: the rules themselves are still listed)
+    return rules_main(rest, enabled)
 
 
 def _check(args: Any) -> int:

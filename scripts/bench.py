@@ -217,10 +217,12 @@ def idle_exit(cmd, env, cwd):
     return (time.perf_counter() - started) * 1000, ok and proc.p.returncode == 0
 
 
-def exit_with_sessions(cmd, env, cwd, sessions=300):
+def exit_with_sessions(cmd, env, cwd, script, sessions=300):
     """The full profile's checkpoints, sandbox and session files, `sessions` sessions open and
-    idle, then stdin closed: ms until the process has exited (each open session's end is paid)."""
-    config = write_config(cwd, {"profile": "full", "limits": {"maxSessions": -1}})
+    idle, then stdin closed: ms until the process has exited (each open session's end is paid).
+    (A usable model: the full profile's sign-in refuses sessions without one.)"""
+    config = write_config(cwd, {"profile": "full", "limits": {"maxSessions": -1},
+                                "model": {"provider": "script", "script": script}})
     proc = Proc(cmd, {**env, "BOB_CONFIG": config}, cwd)
     proc.call("initialize", INIT)
     ok = all("result" in proc.call("session/new", {"cwd": cwd, "mcpServers": []}) for _ in range(sessions))
@@ -821,7 +823,7 @@ def run_all(bob, base_env, env, project, script, reps, only, baseline=None):
         for name, values in runs.items():
             r[f"{name}_idle_exit_ms"] = statistics.median(v[0] for v in values)
             r[f"{name}_idle_exit_wrong"] = sum(not v[1] for v in values)
-        r["bob_exit_300_sessions_ms"], r["bob_exit_300_sessions_ok"] = exit_with_sessions(bob, base_env, project)
+        r["bob_exit_300_sessions_ms"], r["bob_exit_300_sessions_ok"] = exit_with_sessions(bob, base_env, project, script)
         runs = alternate(reps["cold"] * 2, lambda name: early_exit(cmds[name], base_env, project), cmds)
         for name, values in runs.items():
             r[f"{name}_early_exit_ms"] = statistics.median(v[0] for v in values)

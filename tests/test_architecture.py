@@ -22,6 +22,7 @@ LAYERS = [
     ("providers", ["bob_acp.providers"]),
     ("checkpoints", ["bob_acp.checkpoints"]),
     ("sessions", ["bob_acp.sessions"]),
+    ("rules", ["bob_acp.rules"]),
     ("context", ["bob_acp.context"]),
     ("tools", ["bob_acp.tools"]),
     ("sandbox", ["bob_acp.sandbox"]),

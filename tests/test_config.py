@@ -42,7 +42,7 @@ def test_defaults_are_the_documented_ones():
         "acp": {"sessionHistory": False, "configOptions": False, "replayStatus": "completed", "auth": False,
                 "embeddedContext": False, "images": False, "cancelRequest": False, "additionalDirectories": False,
                 "fork": False, "steering": False, "clientTimeout": 60},
-        "permissions": {"mode": "ask", "allowAlways": "tool", "newForgetsGrants": False},
+        "permissions": {"mode": "ask", "allowAlways": "tool", "newForgetsGrants": False, "projectRules": False},
         "mcp": {"enabled": False, "timeout": 30},
         "chat": {"mcpServers": []},
         "log": {"level": "info", "format": "console", "file": None},
@@ -196,7 +196,7 @@ def test_the_reference_is_made_from_the_declarations():
     reference = config.reference()
     for section in config.SCHEMA:
         assert f"\n{section}:" in "\n" + reference
-    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 20
+    assert config.FULL_PROFILE["tools.sandbox"] == "workspace" and len(config.FULL_PROFILE) == 21
     import re
 
     # (a key with a long default once had its words wrapped one letter to a line beside it)

@@ -130,7 +130,8 @@ class Opener:
         """What follows a session/new, load or resume answer: the slash menu, then what the user
         must know of the session (MCP servers that failed, modes it cannot have, a failed save)."""
         self.channel.update(session.id, p.commands_update(
-            skills.available_commands(session.catalog, undo=session.conv.checkpoints is not None)))
+            skills.available_commands(session.catalog, undo=session.conv.checkpoints is not None,
+                                      rules=session.engine.gate.store is not None)))
         session.news.announce()
         self.report_mcp(session)
         lines, session.conv.notices = session.conv.notices, []

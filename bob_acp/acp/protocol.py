@@ -56,6 +56,7 @@ NOT_SUPPORTED = (
 )
 
 ALLOW, ALLOW_ALWAYS, REJECT = "allow", "allow_always", "reject"
+ALLOW_PROJECT, REJECT_PROJECT = "allow_project", "reject_project"  # (permissions.projectRules)
 # Characters of one text in a frame: even at 6 bytes a character (JSON escapes), a frame's two
 # texts (a content and rawOutput, or a diff's old and new) stay under the 4 MiB frame cap.
 MAX_TEXT = 256 * 1024
@@ -74,14 +75,22 @@ LANGUAGES = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".ts": 
              ".swift": "swift", ".cs": "csharp", ".xml": "xml", ".ini": "ini", ".cfg": "ini", ".txt": "text"}
 
 
-def permission_options(scope: str | None) -> list[dict[str, Any]]:
+def permission_options(scope: str | None, project: str | None = None) -> list[dict[str, Any]]:
     """`scope`: what allow_always covers, as the user reads it (a tool name, or a command);
-    None: the call cannot be remembered, so no allow_always is offered."""
+    None: the call cannot be remembered, so no allow_always is offered. `project`: what a rule
+    for the project would cover (permissions.projectRules: "`npm test …`", "write_file in src/"),
+    offered as "Always … in this project" and "Never … in this project"."""
     options = [{"optionId": ALLOW, "name": "Allow", "kind": "allow_once"}]
     if scope is not None:
         options.append({"optionId": ALLOW_ALWAYS, "name": f"Always allow {scope} in this session",
                         "kind": "allow_always"})
+    if project is not None:
+        options.append({"optionId": ALLOW_PROJECT, "name": f"Always allow {project} in this project",
+                        "kind": "allow_always"})
     options.append({"optionId": REJECT, "name": "Reject", "kind": "reject_once"})
+    if project is not None:
+        options.append({"optionId": REJECT_PROJECT, "name": f"Never allow {project} in this project",
+                        "kind": "reject_always"})
     return options
 
 
@@ -209,10 +218,13 @@ def tool_call(ref: str, title: str, kind: str, raw_input: dict[str, Any], locati
 
 
 def tool_call_update(ref: str, status: str | None = None, content: list[dict[str, Any]] | None = None,
-                     raw_output: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+                     raw_output: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+                     title: str | None = None) -> dict[str, Any]:
     frame: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": ref}
     if status is not None:
         frame["status"] = status
+    if title is not None:
+        frame["title"] = bounded(title, 4096)
     if content is not None:
         frame["content"] = content
     if raw_output is not None:

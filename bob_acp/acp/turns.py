@@ -133,6 +133,8 @@ class Handlers:
             return self.command_undo(session, sink, turn, redo=command == "/redo")
         if command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints:
             return self.command_without_git(session, sink, command)
+        if (command == "/rules" or command.startswith("/rules ")) and session.engine.gate.store is not None:
+            return self.command_rules(session, sink, command)
         text, typed, pictures = self._composed(session, blocks, text)
         try:
             stop, stats = session.engine.run_turn(session.conv, text, sink, turn.cancel, typed, pictures)
@@ -183,7 +185,8 @@ class Handlers:
                                           f"started), not {str(idle)[:40]!r}")
         text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
         command = text.strip()
-        if command in ("/new", "/compact") or (command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints):
+        if command in ("/new", "/compact") or (command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints) \
+                or (command.split(" ", 1)[0] == "/rules" and session.engine.gate.store is not None):
             raise RpcError.invalid_params(f"{command} is a command, not words for the model: send it with "
                                           "session/prompt once the turn has ended")
         composed, typed, pictures = self._composed(session, blocks, text)
@@ -294,6 +297,32 @@ class Handlers:
         sink.text(f"{command} needs git, which is not installed here, so this session records no changes to take "
                   "back. Install git (for example `apt install git`, `brew install git` or `dnf install git`) and "
                   "open a new session.\n", engine.new_message_id())
+        return engine.END_TURN
+
+    def command_rules(self, session: Session, sink: TurnSink, command: str) -> str:
+        """/rules: the project's rules, numbered; /rules forget N removes one. Never sent to the model."""
+        from bob_acp.rules.store import RulesError, listing
+
+        store = session.engine.gate.store
+        assert store is not None
+        words = command.split()
+        try:
+            if len(words) == 3 and words[1] == "forget" and words[2].isdigit():
+                removed = store.remove(session.cwd, int(words[2]))
+                self.log.info("[acp] session {session}: /rules: removed {rule}", session=session.id, rule=removed.shown())
+                line = f"Removed this project's rule: {removed.shown()}."
+            elif len(words) == 1:
+                kept = store.load(session.cwd)
+                line = ("\n".join([f"📋 This project's rules ({session.cwd}), kept in Bob's state folder:",
+                                    *listing(kept), "/rules forget N removes one; `bob-acp rules` changes them from a "
+                                    "terminal."]) if kept.rules or kept.problems else
+                        "No rules kept for this project yet: answer a question with \"always in this project\" or "
+                        "\"never in this project\".")
+            else:
+                line = "/rules lists this project's rules; /rules forget N removes rule N."
+        except (RulesError, OSError) as exc:
+            line = f"/rules: {exc}"
+        sink.text(line + "\n", engine.new_message_id())
         return engine.END_TURN
 
     def command_compact(self, session: Session, sink: TurnSink, turn: Turn) -> str:

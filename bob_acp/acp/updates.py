@@ -145,11 +145,12 @@ class TurnSink:
                                content=content, meta=meta))
 
     def permission(self, call: Call, cancel: Cancel) -> str:
+        project = call.proposal.covered() if call.proposal is not None else None
         if call.grant is None:  # this call can never be remembered: no "always" to offer
-            options = p.permission_options(None)
+            options = p.permission_options(None, project)
         else:
             whole = call.tool is not None and call.grant == call.tool.grant_key
-            options = p.permission_options(call.name if whole else f"`{call.grant}`")
+            options = p.permission_options(call.name if whole else f"`{call.grant}`", project)
         params = {
             "sessionId": self.sid,
             "toolCall": p.tool_request(call.ref, call.title, call.kind, call.arguments, locations(call),
@@ -277,6 +278,10 @@ class TurnSink:
         self.send({"sessionUpdate": "plan", "entries": entries})
 
     def tool_running(self, call: Call) -> None:
+        if call.rule:  # (which of the project's rules answered for the user: in the title an editor shows)
+            self.send(p.tool_call_update(call.ref, "in_progress", title=f"{call.title} · rule: {call.rule}",
+                                         meta={"bob": {"rule": call.rule}}))
+            return
         self.send(p.tool_call_update(call.ref, "in_progress"))
 
     def tool_output(self, call: Call, tail: str, delta: str) -> None:

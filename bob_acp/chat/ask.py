@@ -114,17 +114,14 @@ def save_history(path: str, entries: list[str]) -> None:
 
 # What a terminal sends that is no text: an escape sequence (an arrow key, a function key), or a
 # control character other than a tab or a newline (Ctrl-L typed during a turn is 0x0c).
-_NOT_TEXT = None
+NOT_TEXT = r"\x1b(\[[0-9;?]*[ -/]*[@-~]|O.|.)?|[\x00-\x08\x0b-\x1f\x7f]"
 
 
 def typed_text(text: str) -> str:
     """What the person typed, without the keys that are no text (never sent to the model)."""
-    global _NOT_TEXT
-    if _NOT_TEXT is None:
-        import re
+    import re  # (its own cache keeps the pattern compiled)
 
-        _NOT_TEXT = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|O.|.)?|[\x00-\x08\x0b-\x1f\x7f]")
-    return _NOT_TEXT.sub("", text)
+    return re.sub(NOT_TEXT, "", text)
 
 
 class Typing:
@@ -202,11 +199,14 @@ class Asker:
     def can_ask(self) -> bool:
         return self.yes or self.no or self.tty_in is not None
 
-    def ask(self, title: str, scope: str | None, paint: Callable[[str, str], str]) -> tuple[str, str]:
-        """(allow | allow_always | reject | cancelled, the reason given with a "no"). Ctrl-C:
-        the turn is to be cancelled. `scope`: what "always" would cover; None when the agent
-        offers no "always". The question names the tool, the command or path goes on its own
-        line, and both wrap between words at the terminal's width."""
+    def ask(self, title: str, scope: str | None, paint: Callable[[str, str], str],
+            project: str | None = None) -> tuple[str, str]:
+        """(allow | allow_always | allow_project | reject | reject_project | cancelled, the
+        reason given with a "no"). Ctrl-C: the turn is to be cancelled. `scope`: what "always"
+        would cover; None when the agent offers no "always". `project`: what a rule for the
+        project would cover, when the agent offers one ([p]roject: always; ne[v]er). The question
+        names the tool, the command or path goes on its own line, and both wrap between words at
+        the terminal's width."""
         if self.yes:
             return "allow", ""
         if self.no or self.tty_in is None:
@@ -214,7 +214,9 @@ class Asker:
         tool, _, target = title.partition(": ")
         width = self._width()
         always = "" if scope is None else f" / [a]lways ({scope})"
-        choices = f"[y]es once{always} / [n]o, and what to do instead: "
+        here = "" if project is None else f" / always in this [p]roject ({project})"
+        never = "" if project is None else " / ne[v]er in this project"
+        choices = f"[y]es once{always}{here}{never} / [n]o, and what to do instead: "
         question = paint(f"? Allow {tool}?", "yellow") + "\n"
         if target:
             question += _wrapped(target, width, "    ") + "\n"
@@ -231,6 +233,10 @@ class Asker:
                     return "allow", ""
                 if word.lower() in ("a", "always") and not rest and scope is not None:
                     return "allow_always", ""
+                if word.lower() in ("p", "project") and not rest and project is not None:
+                    return "allow_project", ""
+                if word.lower() in ("v", "never") and not rest and project is not None:
+                    return "reject_project", ""
                 if word.lower().rstrip(",:") in ("n", "no"):
                     return "reject", rest.strip()
         except KeyboardInterrupt:  # wherever it lands, a Ctrl-C here cancels the turn

@@ -261,10 +261,16 @@ class Chat:
     def _ask_permission(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         call = params.get("toolCall", {})
         title = visible.line(str(call.get("title", "a tool")))
-        options = {o.get("kind"): o.get("optionId") for o in params.get("options", [])}
-        always = next((o.get("name", "") for o in params.get("options", []) if o.get("kind") == "allow_always"), None)
+        offered = [o for o in params.get("options", []) if isinstance(o, dict)]
+        project = next((str(o.get("name", "")) for o in offered if o.get("optionId") == "allow_project"), None)
+        offered = [o for o in offered if o.get("optionId") not in ("allow_project", "reject_project")]
+        options = {o.get("kind"): o.get("optionId") for o in offered}
+        options.update({"allow_project": "allow_project", "reject_project": "reject_project"})
+        always = next((o.get("name", "") for o in offered if o.get("kind") == "allow_always"), None)
         scope = None if always is None else (
             visible.line(always.replace("Always allow ", "").replace(" in this session", "")) or "this tool")
+        if project is not None:  # (permissions.projectRules: what a rule for the project would cover)
+            project = visible.line(project.replace("Always allow ", "").replace(" in this project", ""))
         self.screen.end_stream()
         self.screen.clear_spinner()
         for item in call.get("content") or []:  # the proposed change, before the answer
@@ -275,14 +281,15 @@ class Chat:
         if not self.asker.can_ask:
             self.screen.line(f"  rejected {title}: there is no terminal to ask on (--yes allows every call)", "yellow")
             self.skipped.append(title)
-        choice, reason = self.asker.ask(title, scope, self.screen.paint)
+        choice, reason = self.asker.ask(title, scope, self.screen.paint, project)
         if self.asker.yes:
             self.screen.line(f"  allowed (--yes): {title}", "dim")
         if choice == "cancelled":  # as ACP has it: the turn's cancel, then the pending question answered
             self.cancel()
             answer.put({"outcome": {"outcome": "cancelled"}})
             return True
-        kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once"}[choice]
+        kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once",
+                "allow_project": "allow_project", "reject_project": "reject_project"}[choice]
         result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}}
         if choice == "reject" and reason:  # what to do instead: Bob gives it to the model with the rejection
             result["_meta"] = {"bob": {"reason": reason}}

@@ -167,6 +167,10 @@ class Screen:
     def _tool_update(self, update: dict[str, Any]) -> None:
         call = self.calls.setdefault(update["toolCallId"], {})
         status = update.get("status")
+        bob = mapping(mapping(update.get("_meta")).get("bob"))
+        if isinstance(bob.get("rule"), str):  # (run unasked by a rule the user keeps for the project)
+            self._end_tail()
+            self.line(f"  by a rule of this project: {visible.line(bob['rule'])}", "dim")
         if status == "in_progress" and update.get("content"):
             return self._live_tail(update)
         call.update({k: v for k, v in update.items() if v is not None})

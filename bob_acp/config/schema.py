@@ -216,6 +216,9 @@ class Permissions(Section):
     allowAlways: str = key("tool", "tool: allow_always covers the tool's name | command: the exact command or path",
                            choices=("tool", "command"), full="command")
     newForgetsGrants: bool = key(False, "/new forgets the session's \"always\" answers too (and says so)", full=True)
+    projectRules: bool = key(False, "the question also offers \"Always in this project\" and \"Never in this "
+                             "project\", kept in Bob's state folder (never in the project) for later sessions; "
+                             "bob-acp rules lists and changes them", full=True)
 
 
 class Mcp(Section):

@@ -29,6 +29,10 @@ BUILTIN_COMMANDS: list[dict[str, Any]] = [
     {"name": "new", "description": "Clear the history and start a new session"},
     {"name": "compact", "description": "Compress the history now, keeping the last turns"},
 ]
+RULES_COMMANDS: list[dict[str, Any]] = [  # (permissions.projectRules)
+    {"name": "rules", "description": "This project's rules: what Bob always and never does here (/rules forget N "
+                                     "removes one)", "input": {"hint": "forget N, to remove rule N"}},
+]
 UNDO_COMMANDS: list[dict[str, Any]] = [  # (tools.checkpoints)
     {"name": "undo", "description": "Take back the last turn that changed files: its changes and its messages"},
     {"name": "redo", "description": "Put back what the last /undo took"},
@@ -241,10 +245,10 @@ def rewrite_prompt(text: str, catalog: Catalog) -> str:
     return text
 
 
-def available_commands(catalog: Catalog, undo: bool = False) -> list[dict[str, Any]]:
-    """The slash menu: Bob's own commands (/undo and /redo with checkpoints), then the skills
-    (one named as a command of Bob's is left out: the command wins)."""
-    commands = [dict(c) for c in BUILTIN_COMMANDS + (UNDO_COMMANDS if undo else [])]
+def available_commands(catalog: Catalog, undo: bool = False, rules: bool = False) -> list[dict[str, Any]]:
+    """The slash menu: Bob's own commands (/undo and /redo with checkpoints, /rules with project
+    rules), then the skills (one named as a command of Bob's is left out: the command wins)."""
+    commands = [dict(c) for c in BUILTIN_COMMANDS + (UNDO_COMMANDS if undo else []) + (RULES_COMMANDS if rules else [])]
     taken = {c["name"] for c in commands}
     commands += [{"name": s.name, "description": s.description, "input": {"hint": SKILL_HINT}}
                  for s in catalog.commands() if s.name not in taken]

@@ -13,6 +13,7 @@ from bob_acp.context.history import CANCELLED_RESULT, NOT_RUN, REJECTED
 __all__ = ["CANCELLED_RESULT", "NOT_RUN", "REJECTED"]  # (the engine's words, re-exported; the rest is its own)
 from bob_acp.files.workspace import Workspace
 from bob_acp.jsontext import clean
+from bob_acp.rules import Rule
 from bob_acp.tools.base import Diff, Location, Tool, ToolResult
 
 
@@ -32,6 +33,19 @@ class Call:
     confine: bool = False  # runs unasked because it stays in the project (its writes must: bob_acp.files.atomic)
     reason: str = ""  # what the user said to do instead, with a rejection
     terminal: str | None = None  # the editor's terminal it runs in (tools.clientTerminal)
+    rule: str = ""  # the project rule(s) that answered its question, as the user reads them
+    proposal: Rule | None = None  # the rule "always/never in this project" would keep (permissions.projectRules)
+
+
+class NotRun(Exception):
+    """A call that does not run, or does not finish: an unknown tool, a repeat, refused by the
+    user or by a rule, cancelled, or a tool that could not start. str(self) is its result for the
+    model; after it, the turn goes on, stops (`then`: the loop's stop) or ends cancelled (`then`:
+    Cancelled)."""
+
+    def __init__(self, output: str, then: Exception | None = None):
+        super().__init__(output)
+        self.then = then
 
 
 def make_call(ref: str, name: str, arguments: dict[str, Any], tool: Tool | None, ws: Workspace, per_command: bool) -> Call:

@@ -40,6 +40,7 @@ class Conversation:
     notices: list[str] = field(default_factory=list)  # what the user is told once the session is open
     checkpoints: Checkpoints | None = None  # its folders before and after each turn that changed them (/undo)
     steering: Steering = field(default_factory=Steering)  # what the user adds to the running turn
+    told: set[str] = field(default_factory=set)  # lines said once a session (a rules file that is not applied)
 
     @property
     def cwd(self) -> str:

@@ -21,8 +21,19 @@ from bob_acp.checkpoints import CheckpointError
 from bob_acp.checkpoints.changes import Window
 from bob_acp.context import history, system_prompt
 from bob_acp.engine import compress
-from bob_acp.engine.calls import CANCELLED_RESULT, NOT_RUN, REJECTED, Call, Repeats, failed, make_call, result_message
+from bob_acp.engine.calls import (
+    CANCELLED_RESULT,
+    NOT_RUN,
+    REJECTED,
+    Call,
+    NotRun,
+    Repeats,
+    failed,
+    make_call,
+    result_message,
+)
 from bob_acp.engine.conversation import Conversation, Refs
+from bob_acp.engine.gate import Gate
 from bob_acp.engine.sink import Sink, TurnFailed, TurnStats
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
 from bob_acp.exceptions import BobError, Cancelled, ModelError
@@ -55,16 +66,6 @@ OUTPUT_CEILING = 1 << 20
 class _LoopStop(Exception):
     def __init__(self, call: Call, times: int):
         super().__init__(f"the same tool call was repeated {times} times in a row ({call.title})")
-
-
-class NotRun(Exception):
-    """A call that does not run, or does not finish: an unknown tool, a repeat, refused by the
-    user, cancelled, or a tool that could not start. str(self) is its result for the model; after
-    it, the turn goes on, stops (`then`: _LoopStop) or ends cancelled (`then`: Cancelled)."""
-
-    def __init__(self, output: str, then: Exception | None = None):
-        super().__init__(output)
-        self.then = then
 
 
 class _Stream:
@@ -114,6 +115,7 @@ class Engine:
         # Known secret values out of every tool result before the model, the client or the
         # session file sees it (an approved command can still print a key it found).
         self.redact = redact if redact is not None else _same
+        self.gate = Gate(cfg, log)  # (the permission question, the approval modes and the project's rules)
 
     # ---- conversations -----------------------------------------------------------------------
 
@@ -428,25 +430,10 @@ class Engine:
             sink.notice(line, severity="info")
 
     def _permitted(self, conv: Conversation, call: Call, sink: Sink, cancel: Cancel) -> bool:
-        tool = call.tool
-        if tool is None:  # (never asked: an unknown tool's call is answered before)
-            return False
-        if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
-            return True
-        by_mode = (conv.mode in ("allow-edits", "sandboxed") and tool.one_file
-                   and tool.in_project(call.arguments, conv.workspace))
-        if conv.mode == "allow-all" or by_mode or policy.runs_unasked(conv.sandbox, conv.mode, call.sandboxed):
-            call.confine = by_mode  # unasked because it stays in the project: its write must, whatever links do
-            if self.log is not None:
-                self.log.info("[acp] run without asking (permissions.mode {mode}): {title}", mode=conv.mode,
-                              tool=call.name, call=call.ref, title=call.title)
-            return True
-        choice = sink.permission(call, cancel)
-        if cancel.is_set():
-            raise NotRun(_cancelled(cancel), Cancelled())
-        if choice == "allow_always" and call.grant is not None:
-            conv.allow_always.add(call.grant)
-        return choice in ("allow", "allow_always")
+        try:
+            return self.gate.permitted(conv, call, sink, cancel)
+        except Cancelled:
+            raise NotRun(_cancelled(cancel), Cancelled()) from None
 
     def _finish(self, conv: Conversation, call: Call, sink: Sink, result: ToolResult) -> None:
         result.output = self.redact(result.output)
