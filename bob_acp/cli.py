@@ -149,9 +149,9 @@ def _rules(options: list[str], rest: list[str]) -> int:
 
     found = _editor_args(options) or parse_args(options)
     try:
-        enabled = config_module.load(found.config, profile=found.profile).permissions.projectRules
-    except ConfigError:
-        enabled = True  # (the configuration is said elsewhere: the rules themselves are still listed)
+        enabled: bool | str = config_module.load(found.config, profile=found.profile).permissions.projectRules
+    except ConfigError as exc:  # (the rules themselves are still listed and changed)
+        enabled = str(exc)
     return rules_main(rest, enabled)
 
 

@@ -279,3 +279,23 @@ def test_with_no_usable_model_the_chat_waits_and_a_prompt_after_the_fix_is_answe
     child.sendline("hello again")
     child.expect("set up at last")
     quit_chat(child)
+
+
+def test_the_chat_offers_the_project_rules_and_keeps_one(chat, workdir):
+    """The chat's agent runs with the full profile: its question also offers "always in this
+    [p]roject" and "ne[v]er"; [p] keeps the rule, and the next chat runs the command unasked,
+    saying by which rule."""
+    script = {"turns": [{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo by-rule"}}]},
+                                     {"text": "ran it"}]}]}
+    first = chat(["run it"], script)
+    first.expect(r"always in this \[p\]roject \(`echo by-rule …`\)")
+    first.expect(r"ne\[v\]er in this project")
+    first.expect("what to do instead: ")
+    first.sendline("p")
+    first.expect("ran it")
+    finish(first)
+    second = chat(["run it"], script)
+    second.expect(r"by a rule of this project: always `echo by-rule …`")
+    second.expect("ran it")
+    finish(second)
+    assert "Allow bash?" not in second.before

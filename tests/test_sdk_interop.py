@@ -326,3 +326,32 @@ def test_the_default_profile_has_no_fork(spawn_bob, workdir):
     assert "fork" not in init["agentCapabilities"].get("sessionCapabilities", {})
     response, _ = bob.call("session/fork", {"sessionId": "20260101-000000-00000001", "cwd": str(workdir)})
     assert response["error"]["code"] == -32601
+
+
+def test_project_rules_through_the_sdk_client(tmp_path, bob_env, workdir, caplog):
+    """permissions.projectRules: the SDK's client reads the question's five options and picks
+    "always in this project"; a second Bob process runs the command unasked, and says by which
+    rule, in updates the SDK's types parse."""
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump({"turns": [{"replies": [
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo sdk-rule"}}]}, {"text": "done"}]}]}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(
+        {"model": {"provider": "script", "script": str(script)}, "permissions": {"projectRules": True}}))
+
+    async def body(conn):
+        await conn.initialize(protocol_version=1, client_info=schema.Implementation(name="sdk-test", version="1"))
+        session = await conn.new_session(cwd=str(workdir), mcp_servers=[])
+        return await conn.prompt(session_id=session.session_id, prompt=[schema.TextContentBlock(type="text", text="go")])
+
+    first = RecordingClient(["allow_project"])
+    assert run(bob_env, str(workdir), first, body, caplog).stop_reason == "end_turn"
+    options = first.permissions[0][1]
+    assert [(o.option_id, o.kind) for o in options] == [
+        ("allow", "allow_once"), ("allow_always", "allow_always"), ("allow_project", "allow_always"),
+        ("reject", "reject_once"), ("reject_project", "reject_always")]
+    second = RecordingClient([])
+    assert run(bob_env, str(workdir), second, body, caplog).stop_reason == "end_turn"
+    assert second.permissions == []
+    ruled = [u for u in second.updates if type(u).__name__ == "ToolCallProgress" and u.field_meta]
+    assert ruled and ruled[0].field_meta["bob"]["rule"] == "always `echo sdk-rule …`"
+    assert ruled[0].title.endswith("· rule: always `echo sdk-rule …`")

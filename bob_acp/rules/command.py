@@ -31,7 +31,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str], enabled: bool = True) -> int:
+def main(argv: list[str], enabled: bool | str = True) -> int:
+    """`enabled`: whether Bob's configuration applies the rules (permissions.projectRules), or
+    why that configuration cannot be read."""
     args = parse_args(argv)
     store = Store()
     project = os.path.realpath(args.project or os.getcwd())
@@ -65,7 +67,10 @@ def main(argv: list[str], enabled: bool = True) -> int:
     except OSError as exc:
         sys.stderr.write(f"bob-acp rules: {exc.strerror or exc}: {getattr(exc, 'filename', '') or store.folder}\n")
         return EXIT_FAILED
-    if not enabled:
+    if isinstance(enabled, str):
+        sys.stderr.write(f"bob-acp rules: note: Bob's configuration cannot be read ({enabled}): whether the rules "
+                         "apply is its to say\n")
+    elif not enabled:
         sys.stderr.write("bob-acp rules: note: the rules apply only with permissions.projectRules: true in Bob's "
                          "config (or --profile full, as editors and bob-acp chat start Bob)\n")
     return EXIT_OK
