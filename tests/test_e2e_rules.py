@@ -207,3 +207,22 @@ def test_the_rules_command_needs_no_agent(tmp_path, bob_env, write_config):
                           text=True, timeout=60, env=bob_env)
     assert done.returncode == 0 and "no rules yet" in done.stdout
     assert "apply only with permissions.projectRules" in done.stderr  # (the default profile: said)
+
+
+def test_a_command_run_out_of_its_sandbox_is_asked_whatever_the_rules(scripted, workdir):
+    """`unconfined: true` (the sandbox stopped it) always asks: an "always" rule for the command
+    does not cover it, and no rule is offered for it."""
+    from bob_acp import sandbox as sandbox_module
+    from bob_acp.config import defaults
+
+    if not sandbox_module.coverage(defaults("full")).confines:
+        pytest.skip("no sandbox on this machine")
+    Store().add(str(workdir), __import__("bob_acp.rules", fromlist=["Rule"]).Rule("allow", "bash", ("echo",)))
+    turns = [{"replies": [{"tool_calls": [{"name": "bash", "arguments": {"command": "echo in-box"}}]},
+                          {"tool_calls": [{"name": "bash", "arguments": {"command": "echo out", "unconfined": True}}]},
+                          {"text": "done"}]}]
+    bob, sid = scripted(turns, config={**RULES, "tools": {"sandbox": "workspace"}})
+    response, frames = bob.prompt(sid, "go", answer=reject)
+    questions = asked(frames)
+    assert len(questions) == 1 and questions[0]["params"]["toolCall"]["title"] == "bash (unconfined): echo out"
+    assert "allow_project" not in [o["optionId"] for o in questions[0]["params"]["options"]]

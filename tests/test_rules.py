@@ -186,3 +186,13 @@ def test_a_rules_file_inside_the_project_grants_nothing(ws):
         with open(os.path.join(bob, name), "w") as handle:
             yaml.safe_dump(planted, handle)
     assert Store().load(ws.cwd).rules == []
+
+
+@pytest.mark.parametrize("command", ["env rm -rf ~", "xargs rm", "sh -c 'rm -rf ~'", "sudo rm -rf /", "nohup rm x",
+                                     "timeout 5 rm x", "/usr/bin/env rm x", "find . -delete"])
+def test_a_rule_naming_a_wrapper_by_hand_covers_nothing(ws, command):
+    """A file edited by hand may name `env` or `sh`: they run whatever their arguments say, so no
+    rule covers them (Bob never proposes one)."""
+    wrappers = [Rule(ALLOW, "bash", (w,)) for w in ("env", "xargs", "sh", "sudo", "nohup", "timeout", "/usr/bin/env",
+                                                    "find")]
+    assert verdict(wrappers, command, ws) is None

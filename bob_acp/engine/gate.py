@@ -47,6 +47,8 @@ class Gate:
                          "same end another way; if it is needed, say so and ask the user.]")
         if not tool.needs_permission or (call.grant is not None and call.grant in conv.allow_always):
             return True
+        if tool.exact(call.arguments):  # (a command out of its sandbox: asked each time, whatever the rules)
+            judged = None
         if judged is not None:  # every part of it covered by the project's "always" rules
             call.rule = "; ".join(rule.shown() for rule in judged[1])
             call.confine = tool.one_file  # (a file the rule covers is in the project: its write must stay there)
@@ -60,7 +62,7 @@ class Gate:
                 self.log.info("[acp] run without asking (permissions.mode {mode}): {title}", mode=conv.mode,
                               tool=call.name, call=call.ref, title=call.title)
             return True
-        if self.store is not None:
+        if self.store is not None and not tool.exact(call.arguments):
             call.proposal = rules_module.proposal(call.name, call.arguments, conv.workspace)
         choice = sink.permission(call, cancel)
         if cancel.is_set():
