@@ -383,6 +383,11 @@ GUARDS = [
           "        kept.moved = False",
           ["tests/test_rules.py::test_a_moved_project_keeps_no_always_rule_for_the_folder_now_at_its_path",
            "tests/test_e2e_rules.py::test_rules_in_doubt_are_said_once_and_their_always_rules_do_not_apply"]),
+    Guard("jsonrpc: what waits for the dispatcher is bounded (the reader waits for room)",
+          "bob_acp/jsonrpc/inbox.py",
+          "                while (not urgent and not self._closed.is_set() and self.frames and",
+          "                while (False and not self._closed.is_set() and self.frames and",
+          ["tests/test_endpoint.py::test_a_full_inbound_queue_holds_the_reader_and_every_request_gets_its_real_answer"]),
 ]
 
 

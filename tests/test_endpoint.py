@@ -12,6 +12,7 @@ import pytest
 
 from bob_acp import log as bob_log
 from bob_acp.jsonrpc import endpoint as endpoint_module
+from bob_acp.jsonrpc import inbox as inbox_module
 from bob_acp.jsonrpc.endpoint import Endpoint, PeerError, Reply, Route
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsonrpc.streams import Writer
@@ -198,7 +199,7 @@ def test_worker_routes_leave_the_dispatcher_free(harness):
 def test_a_full_inbound_queue_holds_the_reader_and_every_request_gets_its_real_answer(harness, monkeypatch):
     """Backpressure: past the bound the reader waits for room (so the client's writes block)
     instead of answering "server busy"; urgent notifications never wait."""
-    monkeypatch.setattr(endpoint_module, "MAX_PENDING_FRAMES", 4)
+    monkeypatch.setattr(inbox_module, "MAX_PENDING_FRAMES", 4)
     gate = threading.Event()
     seen = []
     h = harness({"block": Route(lambda p: gate.wait(5) and {}), "echo": Route(lambda p: p)},
@@ -206,8 +207,8 @@ def test_a_full_inbound_queue_holds_the_reader_and_every_request_gets_its_real_a
     h.send({"jsonrpc": "2.0", "id": 0, "method": "block", "params": {}})  # holds the dispatcher
     for i in range(1, 6):
         h.send({"jsonrpc": "2.0", "id": i, "method": "echo", "params": {}})
-    wait_until(lambda: h.endpoint._reader_waiting)  # past the bound: the reader waits for room
-    assert h.endpoint._inbox_frames <= 4
+    wait_until(lambda: h.endpoint._inbox.reader_waiting)  # past the bound: the reader waits for room
+    assert h.endpoint._inbox.frames <= 4
     h.send({"jsonrpc": "2.0", "method": "cancel", "params": {"n": 1}})
     assert h.quiet(0.2)  # nothing refused, nothing answered while the dispatcher is held
     gate.set()

@@ -31,7 +31,7 @@ What callbacks may not do
   frames behind them, cancellations included, would wait too).
 
 Locks
-The endpoint's own locks (`_inbox_lock` with its Condition `_room`, `Awaiting`'s lock,
+The endpoint's own locks (the inbox's, with its Condition for the reader's room, `Awaiting`'s lock,
 `_workers_lock`, `_cancel_lock`) are never nested and never held while a handler, a callback
 or a write runs. The one order there is: a `Reply.guard` (the handler's lock) is taken before
 the writer's lock, which is always the innermost.
@@ -43,11 +43,11 @@ waits for the dispatcher, then (bounded) for the workers.
 
 from __future__ import annotations
 
-import queue
 import threading
 
 from bob_acp.jsonrpc import codec
 from bob_acp.jsonrpc.errors import PeerError, RpcError
+from bob_acp.jsonrpc.inbox import HANDOFF_BYTES, HANDOFF_FRAMES, STOP, Inbox
 from bob_acp.jsonrpc.messages import (
     Awaiting,
     Reply,
@@ -77,17 +77,12 @@ if TYPE_CHECKING:
 
     from bob_acp.jsonrpc.sent import Sent
 
-MAX_PENDING_FRAMES = 256  # frames read and waiting for the dispatcher
 HELD_FRAMES = 64  # frames the dispatcher writes at most at once
-HANDOFF_FRAMES = 64  # frames the reader hands to the dispatcher at most at once
-HANDOFF_BYTES = 1024 * 1024  # (or bytes: a run past it is handed on)
-MAX_PENDING_BYTES = 16 * 1024 * 1024
 MAX_HELD_FRAMES = 256  # requests held by worker routes (running or waiting, e.g. for the turn lock)
 MAX_HELD_BYTES = 16 * 1024 * 1024
 MAX_CANCELLED_IDS = 1024  # cancellations kept for requests not seen yet
 THREAD_LIMIT = "the machine's limit on threads (ulimit -u) or memory (ulimit -v) is reached"
 OUT_OF_MEMORY = "out of memory: the machine's limit on memory (ulimit -v) is reached"
-_STOP = object()
 _NO_ID = object()
 
 
@@ -122,14 +117,6 @@ class Endpoint:
         self._in_order = in_order  # notifications handled on the reader, before later answers settle
         self._max_frame = max_frame
         self._on_read = on_read  # called on the reader after each read of input, before its frames go on
-        # SimpleQueue (C) hands a frame to the dispatcher faster than a Condition; the bound is
-        # kept beside it, under its own lock, whose Condition the reader waits on when full.
-        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._inbox_frames = 0
-        self._inbox_bytes = 0
-        self._inbox_lock = threading.Lock()
-        self._room = threading.Condition(self._inbox_lock)
-        self._reader_waiting = False
         self._run: list[tuple[dict[str, Any], int]] = []  # (the reader's) frames read, not handed on yet
         self._run_bytes = 0
         self._held_frames = 0
@@ -138,6 +125,7 @@ class Endpoint:
         self._workers: set[threading.Thread] = set()
         self._workers_lock = threading.Lock()
         self._closed = threading.Event()
+        self._inbox = Inbox(self._closed)  # (what was read and waits for the dispatcher, bounded)
         self._dispatcher_done = threading.Event()
         # What the dispatcher sends while it answers a run of short requests is written in one
         # write at the run's end (a flood of cheap requests: 1.3x the answers a second). It is
@@ -309,11 +297,8 @@ class Endpoint:
         self._close()
 
     def _close(self) -> None:
-        with self._inbox_lock:
-            if self._closed.is_set():
-                return
-            self._closed.set()
-            self._room.notify_all()
+        if not self._inbox.close():
+            return
         self._awaiting.cancel_all()
         if self._on_close is not None:
             try:
@@ -322,7 +307,7 @@ class Endpoint:
                 self._log.error("on_close failed", detail=_traceback())
         # Frames already queued are still answered (what is owed); on_close has told the
         # handlers to refuse new long work, so this stays quick.
-        self._inbox.put((_STOP, 0))  # (behind the runs already handed on)
+        self._inbox.stop()  # (behind the runs already handed on)
 
     # ---- reader ---------------------------------------------------------------------------
 
@@ -421,7 +406,7 @@ class Endpoint:
         """On the reader: a frame for the dispatcher, gathered into the run being read."""
         if "id" not in msg and msg["method"] in self._urgent:
             self._hand_on()
-            self._hand([(msg, size)], size, urgent=True)
+            self._inbox.hand([(msg, size)], urgent=True)
             return
         self._run.append((msg, size))
         self._run_bytes += size
@@ -431,31 +416,8 @@ class Endpoint:
     def _hand_on(self) -> None:
         """On the reader: the frames gathered so far, to the dispatcher."""
         if self._run:
-            run, size = self._run, self._run_bytes
-            self._run, self._run_bytes = [], 0
-            self._hand(run, size)
-
-    def _hand(self, run: list[Any], size: int, urgent: bool = False) -> None:
-        """Queue a run, frame by frame within the bound: as many of its frames as there is room
-        for go at once, the reader waits for room for the rest (urgent ones never wait)."""
-        start = 0
-        while start < len(run):
-            with self._inbox_lock:
-                while (not urgent and not self._closed.is_set() and self._inbox_frames and
-                       (self._inbox_frames >= MAX_PENDING_FRAMES
-                        or self._inbox_bytes + run[start][1] > MAX_PENDING_BYTES)):
-                    self._reader_waiting = True  # (the dispatcher clears it when it wakes the reader)
-                    self._room.wait()
-                self._reader_waiting = False
-                end, added = start + 1, run[start][1]  # (one frame always goes: there is room, or nothing waits)
-                while end < len(run) and (urgent or (self._inbox_frames + end - start < MAX_PENDING_FRAMES and
-                                                     self._inbox_bytes + added + run[end][1] <= MAX_PENDING_BYTES)):
-                    added += run[end][1]
-                    end += 1
-                self._inbox_frames += end - start
-                self._inbox_bytes += added
-            self._inbox.put((run[start:end] if start or end < len(run) else run, added))
-            start = end
+            run, self._run, self._run_bytes = self._run, [], 0
+            self._inbox.hand(run)
 
     # ---- dispatcher -----------------------------------------------------------------------
 
@@ -463,21 +425,11 @@ class Endpoint:
         self._dispatcher_id = threading.get_ident()
         try:
             while True:
-                run, _size = self._inbox.get()
-                if run is _STOP:
+                run = self._inbox.get()
+                if run is STOP:
                     return
                 for msg, msg_size in run:
-                    with self._inbox_lock:  # (a frame is pending until it is dispatched)
-                        self._inbox_frames -= 1
-                        self._inbox_bytes -= msg_size
-                        # A waiting reader is woken once there is room for a run (or half the
-                        # bound), not at every frame: under a flood it would wake for each one.
-                        if (self._reader_waiting
-                                and self._inbox_frames <= MAX_PENDING_FRAMES - min(HANDOFF_FRAMES,
-                                                                                   MAX_PENDING_FRAMES // 2)
-                                and self._inbox_bytes <= MAX_PENDING_BYTES // 2):
-                            self._reader_waiting = False
-                            self._room.notify()
+                    self._inbox.taken(msg_size)  # (a frame is pending until it is dispatched)
                     self._dispatch(msg, msg_size)
                 if self._inbox.empty():  # (nothing more to answer at once: written before waiting)
                     self._write_held()
