@@ -74,7 +74,8 @@ class Gate:
             self._keep(conv, rules_module.Rule(decision, call.proposal.tool, call.proposal.words,
                                                call.proposal.folder), sink)
             if choice == REJECT_PROJECT and not call.reason:
-                call.reason = f"the user keeps a rule for this project: {call.proposal.shown().replace('always', 'never', 1)}"
+                never = call.proposal.shown().replace("always", "never", 1)
+                call.reason = f"the user keeps a rule for this project: {never}"
         return choice in ("allow", "allow_always", ALLOW_PROJECT)
 
     def _judge(self, conv: Conversation, call: Call, sink: Sink) -> tuple[str, list[rules_module.Rule]] | None:
