@@ -163,6 +163,9 @@ def test_a_moved_project_keeps_no_always_rule_for_the_folder_now_at_its_path(ws,
     kept = store.load(ws.cwd)
     assert kept.moved and "no longer there" in kept.doubt and kept.usable() == [PUSH]
     assert "no longer there" in "\n".join(listing(kept))
+    assert [r.shown() for r in kept.rules] == ["always `npm test …`", "never `git push --force …`"]
+    assert store.remove(ws.cwd, 1) == NPM  # (numbered as listed, stale rules included)
+    assert store.load(ws.cwd).rules == [PUSH] and store.load(ws.cwd).moved  # (a removal adopts nothing)
     store.add(ws.cwd, GIT_STATUS)  # a rule for the folder that is there now: its own rules start afresh
     kept = store.load(ws.cwd)
     assert not kept.moved and kept.rules == [PUSH, GIT_STATUS]

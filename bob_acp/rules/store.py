@@ -122,7 +122,7 @@ class Store:
     def add(self, project: str, rule: Rule) -> bool:
         """Keep `rule` for the project (False: it was kept already). OSError when it cannot be
         written; a file that cannot be read is never overwritten (RulesError)."""
-        return self._change(project, lambda rules: None if rule in rules else [*rules, rule])
+        return self._change(project, lambda rules: None if rule in rules else [*rules, rule], adding=True)
 
     def remove(self, project: str, number: int) -> Rule:
         """Forget the project's rule `number` (from 1, as listed). RulesError when there is none."""
@@ -136,7 +136,7 @@ class Store:
         self._change(project, without)
         return removed[0]
 
-    def _change(self, project: str, change: Any) -> bool:
+    def _change(self, project: str, change: Any, adding: bool = False) -> bool:
         import fcntl
 
         real = os.path.realpath(project)
@@ -149,13 +149,14 @@ class Store:
             kept = self.load(real) if os.path.lexists(path) else Kept(real, path)
             if kept.problems:
                 raise RulesError(f"{path}: {kept.problems[0]}: fix or remove it first (it is not overwritten)")
-            # A project whose folder was replaced starts its "always" rules afresh (they were
-            # another folder's); its "never" rules stay.
-            rules = change([r for r in kept.rules if r.decision == NEVER or not kept.moved])
+            # A rule added for a project whose folder was replaced starts its "always" rules
+            # afresh (they were another folder's); its "never" rules stay. (A removal counts the
+            # rules as they are listed.)
+            rules = change([r for r in kept.rules if r.decision == NEVER or not (kept.moved and adding)])
             if rules is None:
                 return False
             # (a project moved away and its path reused: the rules it keeps from now on are this folder's)
-            identity = kept.identity if kept.identity is not None and not kept.moved else _identity(real)
+            identity = kept.identity if kept.identity is not None and not (kept.moved and adding) else _identity(real)
             atomic_write(path, render(real, identity, rules).encode("utf-8"), mode=0o600)
             self._cache.pop(path, None)
             return True
