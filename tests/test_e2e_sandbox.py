@@ -745,7 +745,11 @@ def test_an_idle_sessions_sandbox_costs_no_process_and_no_descriptor(scripted, w
     job still runs keeps its own until the session ends."""
     needs_namespaces()
     sessions = 6
-    turns = [{"match": "job", "replies": [bash("setsid sleep 600 > /dev/null 2>&1 & echo started"), {"text": "done"}]},
+    # (the job has its own session before the call ends, as the bg-jobs skill waits for: the call's
+    # group is killed when it ends, and a loaded machine may not have run setsid() yet)
+    job = ("setsid sh -c 'echo $$ > .job-pid; exec sleep 600' > /dev/null 2>&1 & "
+           "until [ -s .job-pid ]; do sleep 0.01; done; echo started")
+    turns = [{"match": "job", "replies": [bash(job), {"text": "done"}]},
              {"replies": [bash("echo ran"), {"text": "done"}]}]
     bob, first = scripted(turns, config={**SANDBOXED, "acp": {"sessionHistory": True},
                                                   "sessions": {"enabled": True}})  # (session/close)
