@@ -4,9 +4,11 @@
     bob-acp chat "PROMPT"         one turn, then exit (0 done, 130 cancelled, 1 otherwise)
     bob-acp chat --demo           a scripted turn with no model configured
 
-Permission is asked on the terminal: y (once), a (always), n (reject). Ctrl-C cancels the
-running turn (at a permission question too); at the prompt it clears the line and a second one
-quits; /quit and Ctrl-D quit.
+The agent runs with the full profile unless a profile is named (--profile, or `profile:` in the
+config file). Permission is asked on the terminal: y (once), a (always), n (reject), and with
+project rules p (always in this project) and v (never). Ctrl-C cancels the running turn (at a
+permission question too); at the prompt it clears the line and a second one quits; /quit and
+Ctrl-D quit.
 """
 
 from __future__ import annotations
