@@ -79,6 +79,21 @@ def posts_alive() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("bob-mcp-web-post #") and t.is_alive()]
 
 
+def slow_call(connection, cancel=None) -> tuple[threading.Thread, list[BaseException]]:
+    """The server's slow tool called on a thread of its own: (the thread, what the call raised)."""
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            connection.request("tools/call", {"name": "slow", "arguments": {}}, 60, cancel)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    return caller, outcome
+
+
 def test_requests_go_by_messages_with_no_pipe(web):
     connection, received = web
     before = pipes()
@@ -123,16 +138,7 @@ def test_a_request_past_its_timeout_tells_the_server_without_a_timer_thread(web)
 def test_a_cancel_ends_the_request_at_once_and_tells_the_server(web):
     connection, received = web
     cancel = Cancel()
-    outcome: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            connection.request("tools/call", {"name": "slow", "arguments": {}}, 60, cancel)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    caller = threading.Thread(target=call, daemon=True)
-    caller.start()
+    caller, outcome = slow_call(connection, cancel)
     wait_until(lambda: any(m["method"] == "tools/call" for m in received()))
     cancel.set()
     caller.join(10)
@@ -145,16 +151,7 @@ def test_a_cancel_ends_the_request_at_once_and_tells_the_server(web):
 
 def test_a_closed_connection_answers_what_waited_and_refuses_more(web):
     connection, received = web
-    outcome: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            connection.request("tools/call", {"name": "slow", "arguments": {}}, 60)
-        except BaseException as exc:
-            outcome.append(exc)
-
-    caller = threading.Thread(target=call, daemon=True)
-    caller.start()
+    caller, outcome = slow_call(connection)
     wait_until(lambda: any(m["method"] == "tools/call" for m in received()))
     connection.close()
     caller.join(10)

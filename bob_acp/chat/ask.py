@@ -3,13 +3,14 @@ one prompt, and permission answers, asked on the terminal even when stdin or std
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from typing import Any, TextIO
 
 PASTE_WINDOW = 0.03  # seconds: lines arriving this close behind a line are one pasted block
@@ -169,6 +170,17 @@ class Typing:
     @property
     def hidden(self) -> bool:
         return self._saved is not None
+
+    @contextlib.contextmanager
+    def shown(self) -> Iterator[None]:
+        """Echo back on while a question is answered; off again after it if it was off."""
+        hidden = self.hidden
+        self.show()
+        try:
+            yield
+        finally:
+            if hidden:
+                self.hide()
 
 
 def _more_waiting() -> bool:

@@ -250,13 +250,8 @@ class Chat:
 
     def _permission(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         """Answer a permission request; True when the person pressed Ctrl-C (the turn is cancelled)."""
-        hidden = self.typing.hidden
-        self.typing.show()  # (the answer is typed, and seen, as usual)
-        try:
+        with self.typing.shown():  # (the answer is typed, and seen, as usual)
             return self._ask_permission(params, answer)
-        finally:
-            if hidden:
-                self.typing.hide()
 
     def _ask_permission(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         call = params.get("toolCall", {})
@@ -265,7 +260,6 @@ class Chat:
         project = next((str(o.get("name", "")) for o in offered if o.get("optionId") == "allow_project"), None)
         offered = [o for o in offered if o.get("optionId") not in ("allow_project", "reject_project")]
         options = {o.get("kind"): o.get("optionId") for o in offered}
-        options.update({"allow_project": "allow_project", "reject_project": "reject_project"})
         always = next((o.get("name", "") for o in offered if o.get("kind") == "allow_always"), None)
         scope = None if always is None else (
             visible.line(always.replace("Always allow ", "").replace(" in this session", "")) or "this tool")
@@ -288,8 +282,8 @@ class Chat:
             self.cancel()
             answer.put({"outcome": {"outcome": "cancelled"}})
             return True
-        kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once",
-                "allow_project": "allow_project", "reject_project": "reject_project"}[choice]
+        # (allow_project and reject_project are the options' own ids: no kind names them alone)
+        kind = {"allow": "allow_once", "allow_always": "allow_always", "reject": "reject_once"}.get(choice)
         result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": options.get(kind, choice)}}
         if choice == "reject" and reason:  # what to do instead: Bob gives it to the model with the rejection
             result["_meta"] = {"bob": {"reason": reason}}
@@ -300,13 +294,8 @@ class Chat:
         """The agent's question (elicitation/create, a form): each field asked on the terminal,
         a choice by its number; Enter leaves a field out (a required one: the form is declined),
         Ctrl-C cancels the turn. True when the person pressed Ctrl-C."""
-        hidden = self.typing.hidden
-        self.typing.show()
-        try:
+        with self.typing.shown():
             return self._ask_form(params, answer)
-        finally:
-            if hidden:
-                self.typing.hide()
 
     def _ask_form(self, params: dict[str, Any], answer: queue.Queue[Any]) -> bool:
         self.screen.end_stream()

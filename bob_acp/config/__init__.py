@@ -75,7 +75,7 @@ def file_profile(explicit: str | None = None, env: dict[str, str] | None = None)
     env = dict(os.environ) if env is None else env
     path, _required = find_path(explicit, env)
     try:
-        raw = _read_yaml(os.path.abspath(os.path.expanduser(path))) if os.path.exists(path) else {}
+        raw = read_yaml(os.path.abspath(os.path.expanduser(path))) if os.path.exists(path) else {}
     except ConfigError:
         return None
     named = raw.get("profile") if isinstance(raw, dict) else None
@@ -90,7 +90,7 @@ def load(explicit: str | None = None, env: dict[str, str] | None = None, profile
     source = None
     if os.path.exists(path) or required:
         source = os.path.abspath(os.path.expanduser(path))
-        raw = _read_yaml(source)
+        raw = read_yaml(source)
     base_dir = os.path.dirname(source) if source else os.getcwd()
     values = _build(SCHEMA, raw, "", source or "<defaults>", base_dir)
     given = _given(raw)
@@ -291,13 +291,14 @@ def read_text(path: str) -> str:
         raise ConfigError(f"config file {path}: not UTF-8 (byte {exc.start})") from None
 
 
-def _read_yaml(path: str) -> Any:
+def read_yaml(path: str, max_depth: int = MAX_DEPTH, max_values: int = MAX_VALUES) -> dict[str, Any]:
+    """A bounded YAML file of keys (the configuration, the project rules), read as data."""
     text = read_text(path)
     try:
         data = _pyyaml(path, text)
     except RecursionError:
-        raise ConfigError(f"config file {path}: nested deeper than {MAX_DEPTH} levels") from None
-    problem = shape_problem(data, MAX_DEPTH, MAX_VALUES)
+        raise ConfigError(f"config file {path}: nested deeper than {max_depth} levels") from None
+    problem = shape_problem(data, max_depth, max_values)
     if problem:
         raise ConfigError(f"config file {path}: {problem}")
     if data is None:

@@ -6,6 +6,8 @@ unasked; else the user is asked, and may answer for the project from now on
 
 from __future__ import annotations
 
+import dataclasses
+
 from bob_acp import rules as rules_module
 from bob_acp.engine.calls import Call, NotRun
 from bob_acp.engine.conversation import Conversation
@@ -71,8 +73,7 @@ class Gate:
             conv.allow_always.add(call.grant)
         if choice in (ALLOW_PROJECT, REJECT_PROJECT) and call.proposal is not None:
             decision = rules_module.ALLOW if choice == ALLOW_PROJECT else rules_module.NEVER
-            self._keep(conv, rules_module.Rule(decision, call.proposal.tool, call.proposal.words,
-                                               call.proposal.folder), sink)
+            self._keep(conv, dataclasses.replace(call.proposal, decision=decision), sink)
             if choice == REJECT_PROJECT and not call.reason:
                 never = call.proposal.shown().replace("always", "never", 1)
                 call.reason = f"the user keeps a rule for this project: {never}"

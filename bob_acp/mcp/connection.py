@@ -84,15 +84,6 @@ def close_all(timeout: float = 3.0) -> None:
         thread.join(timeout)
 
 
-def interruption(what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> Exception | None:
-    """Why a request ended early, when it did: the user's cancel, or mcp.timeout."""
-    if cancel is not None and cancel.is_set():
-        return Cancelled()
-    if timed_out.is_set():
-        return McpError(f"{what}: no answer within {timeout:g} s (mcp.timeout)")
-    return None
-
-
 def error_of(what: str, error: object) -> McpError:
     message = error.get("message") if isinstance(error, dict) else error
     return McpError(f"{what}: {jsontext.clean(str(message))[:300]}")
@@ -104,10 +95,13 @@ def result_of(what: str, result: object) -> dict[str, Any]:
     return result
 
 
-def settle(sent: Sent, what: str, timed_out: threading.Event, cancel: Cancel | None, timeout: float) -> dict[str, Any]:
-    problem = interruption(what, timed_out, cancel, timeout)
-    if problem is not None:
-        raise problem
+def settle(sent: Sent, what: str, cancel: Cancel | None, timeout: float) -> dict[str, Any]:
+    """The result of a settled request, or why it ended early (the user's cancel, mcp.timeout,
+    the server gone), in the words every transport uses."""
+    if cancel is not None and cancel.is_set():
+        raise Cancelled()
+    if sent.timed_out:
+        raise McpError(f"{what}: no answer within {timeout:g} s (mcp.timeout)")
     if sent.cancelled():
         raise ServerGone(f"{what}: the server went away")
     try:
@@ -183,11 +177,9 @@ class EndpointConnection(Connection):
             sent.settled(timeout)  # (mcp.timeout: no timer thread; a cancel settles it at once)
         finally:
             unsubscribe()
-        timed_out = threading.Event()
         if sent.timed_out:
-            timed_out.set()
             self.cancel_notice(sent.id, f"no answer within {timeout:g} s")  # (as MCP asks of a timeout)
-        return settle(sent, method, timed_out, cancel, timeout)
+        return settle(sent, method, cancel, timeout)
 
     def cancel_notice(self, request_id: int, reason: str = "cancelled by the user") -> None:
         """Tell the server that a request was given up (on the cancelling thread: quick)."""

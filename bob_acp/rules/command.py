@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 
-from bob_acp.rules import ALLOW, FILE_TOOLS, NEVER, Rule
-from bob_acp.rules.store import RulesError, Store, listing
+from bob_acp.rules import ALLOW, NEVER, Rule
+from bob_acp.rules.store import RulesError, Store, listing, parse
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -77,19 +78,16 @@ def main(argv: list[str], enabled: bool | str = True) -> int:
 
 
 def _rule(words: list[str]) -> Rule:
+    """The rule `add` names, read as its file's entry would be (one parser, one set of words)."""
     if len(words) < 3 or words[0] not in (ALLOW, NEVER):
         raise RulesError("add takes allow or never, a tool, then the command's first words (bash) or a folder: "
                          "bob-acp rules add allow bash npm test")
     decision, tool, rest = words[0], words[1], words[2:]
     if tool == "bash":
-        if any("\n" in w or "\0" in w for w in rest):
-            raise RulesError("the command's words must be on one line")
-        return Rule(decision, "bash", tuple(rest))
-    if tool in FILE_TOOLS:
-        if len(rest) != 1:
-            raise RulesError(f"a {tool} rule takes one folder of the project (. for all of it)")
-        folder = os.path.normpath(rest[0])
-        if os.path.isabs(folder) or folder == ".." or folder.startswith("../"):
-            raise RulesError("the folder must be inside the project, written from its top")
-        return Rule(decision, tool, folder=folder)
-    raise RulesError(f"{tool!r} is no tool a rule can name (bash, {', '.join(FILE_TOOLS)})")
+        entry = {decision: tool, "command": shlex.join(rest)}
+    else:  # (one folder: more words than one are none, and parse says what a folder rule needs)
+        entry = {decision: tool, "folder": rest[0] if len(rest) == 1 else ""}
+    rule = parse(entry)
+    if isinstance(rule, str):
+        raise RulesError(rule)
+    return rule

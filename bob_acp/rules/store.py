@@ -17,7 +17,7 @@ import hashlib
 import os
 import shlex
 
-from bob_acp.config import read_text, shape_problem
+from bob_acp.config import read_yaml
 from bob_acp.exceptions import ConfigError
 from bob_acp.files import bobdir
 from bob_acp.files.atomic import atomic_write
@@ -93,12 +93,9 @@ class Store:
     def _read(self, project: str, path: str) -> Kept:
         kept = Kept(project, path)
         try:
-            data = _yaml(read_text(path))
+            data = _read(path)
         except ConfigError as exc:
             kept.problems.append(str(exc).removeprefix(f"config file {path}: "))
-            return kept
-        if not isinstance(data, dict):
-            kept.problems.append("the file must be a mapping (project, folder, rules)")
             return kept
         if data.get("project") not in (None, project):
             kept.problems.append(f"it names another project ({data.get('project')!r})")
@@ -175,10 +172,9 @@ class Store:
                 continue
             path = os.path.join(self.folder, name)
             try:
-                data = _yaml(read_text(path))
+                project = _read(path).get("project")
             except ConfigError:
-                data = None
-            project = data.get("project") if isinstance(data, dict) else None
+                project = None
             if isinstance(project, str) and self.path_of(project) == path:
                 found.append(self.load(project))
             else:
@@ -244,20 +240,10 @@ def render(project: str, identity: tuple[int, int] | None, rules: list[Rule]) ->
     return HEADER + yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=1000)
 
 
-def _yaml(text: str) -> object:
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"invalid YAML{f' at line {where.line + 1}' if where else ''}") from None
-    except RecursionError:
-        raise ConfigError("nested too deep") from None
-    problem = shape_problem(data, 8, MAX_RULES * 4 + 16)
-    if problem:
-        raise ConfigError(problem)
-    return data
+def _read(path: str) -> dict[str, Any]:
+    """A rules file's keys (ConfigError, in the configuration's words, when it cannot be read),
+    bounded tighter than the configuration: a few levels, a few values a rule."""
+    return read_yaml(path, 8, MAX_RULES * 4 + 16)
 
 
 def _identity(project: str) -> tuple[int, int] | None:
