@@ -305,8 +305,11 @@ def test_a_burst_of_signals_never_wedges_bob(spawn_bob, burst):
 
 
 def test_a_terminal_that_hangs_up_is_one_line(bob_env, tmp_path):
-    """Bob on a pty whose other end closes (a terminal window shut): the input ends (EIO) with a
-    line, never an error and a traceback."""
+    """Bob on a pty whose other end closes (a terminal window shut): the input ends with a line,
+    never an error and a traceback. What the read sees depends on timing: EIO for a read already
+    waiting when the other end closes, the end of input for one that starts after the hang-up (a
+    busy machine: CI's loaded run), SIGHUP where the pty is the controlling terminal; each is one
+    quiet end."""
     import pty
     import subprocess
 
@@ -322,8 +325,11 @@ def test_a_terminal_that_hangs_up_is_one_line(bob_env, tmp_path):
     deadline = time.monotonic() + 20
     while "speaks the Agent Client Protocol" not in log.read_text() and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.close(master)  # (the hang-up: SIGHUP to its session, and EIO on every read)
+    os.close(master)  # (the hang-up)
     assert proc.wait(20) == 0
     text = log.read_text()
-    assert "Traceback" not in text and "[error" not in text, text
-    assert "input closed: Input/output error" in text or "SIGHUP: shutting down" in text
+    assert "Traceback" not in text and "[error" not in text and "[warning" not in text, text
+    said = text.split("speaks the Agent Client Protocol")[-1]
+    endings = ("input closed: Input/output error", "SIGHUP: shutting down")
+    assert sum(said.count(ending) for ending in endings) <= 1, said  # (one line for the cause, if any)
+    assert said.rstrip().endswith("input closed: bye"), said
