@@ -154,6 +154,25 @@ def test_a_file_edited_by_hand_is_read_again_and_a_bad_rule_is_said(ws):
     assert "256 KiB" in store.load(ws.cwd).doubt
 
 
+def test_a_never_rule_written_in_place_with_its_old_time_and_size_holds_at_once(ws):
+    """An edit no freshness check could see (the same inode, size and modification time): the
+    rules are read at each use, so the "never" it adds refuses the next call."""
+    store = Store()
+    store.add(ws.cwd, Rule(ALLOW, "bash", ("git", "push")))
+    path = store.path_of(ws.cwd)
+    assert store.load(ws.cwd).rules == [Rule(ALLOW, "bash", ("git", "push"))]
+    before = os.stat(path)
+    text = open(path).read()
+    assert "allow: bash" in text
+    with open(path, "r+") as handle:  # (in place: "never" is as long as "allow")
+        handle.write(text.replace("allow: bash", "never: bash"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    call = {"command": "git push --force"}
+    assert judge(store.load(ws.cwd).usable(), "bash", call, ws) == (NEVER, [Rule(NEVER, "bash", ("git", "push"))])
+
+
 def test_a_moved_project_keeps_no_always_rule_for_the_folder_now_at_its_path(ws, tmp_path):
     store = Store()
     store.add(ws.cwd, NPM)
