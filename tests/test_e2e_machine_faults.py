@@ -383,6 +383,29 @@ def test_a_fixed_config_opens_a_working_session_in_the_same_bob(spawn_bob, tmp_p
     bob.wait_stderr("changed: read again")
 
 
+def test_a_config_rewritten_in_place_with_its_old_size_and_time_is_read_again(spawn_bob, tmp_path, workdir):
+    """An edit that keeps the file's inode, size and modification time (written in place, its
+    time put back, as `touch -r` does) is still a change: the next session has it."""
+    from bob_client import dump_yaml
+
+    for name, words in (("one.yaml", "from one"), ("two.yaml", "from two")):
+        (tmp_path / name).write_text(dump_yaml({"turns": [{"replies": [{"text": words}]}]}))
+    config = tmp_path / "config.yaml"
+    bob = spawn_bob({"model": {"provider": "script", "script": str(tmp_path / "one.yaml")}})
+    bob.initialize()
+    _, frames = bob.prompt(bob.new_session(), "hi")
+    assert message_text(frames) == "from one"
+    before = os.stat(config)
+    text = config.read_text()
+    with open(config, "r+") as handle:
+        handle.write(text.replace("one.yaml", "two.yaml"))
+    os.utime(config, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(config)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    _, frames = bob.prompt(bob.new_session(), "hi")
+    assert message_text(frames) == "from two"
+
+
 def test_after_setup_authenticate_and_a_new_session_work_in_the_same_bob(spawn_bob, tmp_path, workdir, bob_env):
     bob = spawn_bob({"acp": {"auth": True}})
     bob.initialize()

@@ -70,12 +70,13 @@ class Runtime:
 
 def file_signature(path: str) -> tuple[Any, ...] | None:
     """What says the file changed, whichever way it was changed: its device, inode,
-    modification time and size (None: no such file)."""
+    modification time, size and change time (None: no such file). The change time is the
+    kernel's: a write in place whose modification time is put back (`touch -r`) moves it."""
     try:
         info = os.stat(path)
     except OSError:
         return None
-    return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size
+    return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size, info.st_ctime_ns
 
 
 READ_WAIT = 2.0  # seconds a session/new waits for a changed config file to be read
