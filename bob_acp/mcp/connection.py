@@ -13,6 +13,8 @@ from bob_acp import jsontext
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
 from bob_acp.jsonrpc.endpoint import Endpoint, PeerError, Route, Sent
+from bob_acp.jsonrpc.errors import INTERNAL_ERROR, RpcError
+from bob_acp.jsonrpc.messages import error_frame
 from bob_acp.jsonrpc.streams import MAX_FRAME, Writer
 from bob_acp.threads import Live
 
@@ -149,6 +151,7 @@ class EndpointConnection(Connection):
     served, the tools-changed notification in order), whatever carries the frames."""
 
     _endpoint: Endpoint
+    _log: Logger
 
     @staticmethod
     def endpoint_for(output: Writer | Callable[[dict[str, Any]], None], log: Logger, owner: Connection) -> Endpoint:
@@ -184,6 +187,25 @@ class EndpointConnection(Connection):
     def cancel_notice(self, request_id: int, reason: str = "cancelled by the user") -> None:
         """Tell the server that a request was given up (on the cancelling thread: quick)."""
         self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+
+    # ---- what an HTTP transport hands the endpoint -------------------------------------------------
+
+    def deliver(self, data: str) -> object:
+        """One message the server sent as an event or a body, to the endpoint; the message, or
+        None when it is not JSON (passed over: the endpoint would answer it with an error no one
+        reads)."""
+        try:
+            message = jsontext.loads(data)
+        except (jsontext.JSONDecodeError, RecursionError):
+            self._log.debug(f"[mcp] {self.name}: a message that is not JSON passed over")
+            return None
+        self._endpoint.consume(message, len(data))
+        return message
+
+    def error_answer(self, msg_id: int, problem: str) -> None:
+        """A request of ours answered here with what went wrong on its way (a POST refused or
+        broken): the caller reads it as the server's error, in the same words."""
+        self._endpoint.consume(error_frame(msg_id, RpcError(INTERNAL_ERROR, problem)))
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         self._endpoint.notify(method, params if params is not None else {})

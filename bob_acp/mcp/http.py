@@ -140,11 +140,7 @@ class HttpConnection(EndpointConnection):
             for _name, data in httpio.events(lines):
                 if not data.strip():
                     continue  # a priming event
-                try:
-                    message = jsontext.loads(data)
-                except (jsontext.JSONDecodeError, RecursionError):
-                    continue
-                self._endpoint.consume(message, len(data))  # (notifications, the server's requests: served)
+                message = self.deliver(data)  # (notifications, the server's requests: served)
                 if isinstance(message, dict) and message.get("id") == msg_id and "method" not in message:
                     return True
             return False
@@ -164,7 +160,7 @@ class HttpConnection(EndpointConnection):
         with self._lock:
             if msg_id not in self._exchanges:
                 return  # (settled already: answered, or given up by the caller)
-        self._endpoint.consume({"jsonrpc": "2.0", "id": msg_id, "error": {"code": -32603, "message": self.scrub(problem)}})
+        self.error_answer(msg_id, self.scrub(problem))
 
     def _end_exchange(self, msg_id: int) -> None:
         """The request is settled: its POST's stream, if one is still read, ends at once."""

@@ -108,7 +108,7 @@ class SseConnection(EndpointConnection):
                 if name == "endpoint":
                     self._take_endpoint(data.strip())
                 elif name == "message" and data.strip() and self._post_url is not None:
-                    self._deliver(data)
+                    self.deliver(data)
             self._problem = self._problem or "the server ended its event stream"
         except McpError as exc:
             self._problem = self._problem or str(exc)
@@ -136,16 +136,6 @@ class SseConnection(EndpointConnection):
             self._post_url = target
             self._ready.set()
 
-    def _deliver(self, data: str) -> None:
-        """One message of the stream to the endpoint (a message that is not JSON is passed over:
-        the endpoint would answer it with an error no one reads)."""
-        try:
-            message = jsontext.loads(data)
-        except (jsontext.JSONDecodeError, RecursionError):
-            self._log.debug(f"[mcp] {self.name}: an event that is not JSON passed over")
-            return
-        self._endpoint.consume(message, len(data))
-
     # ---- posting ----------------------------------------------------------------------------------
 
     def _post_all(self) -> None:
@@ -171,7 +161,7 @@ class SseConnection(EndpointConnection):
             return
         self._log.info(f"[mcp] {self.name}: the server refused {message.get('method', 'an answer')}: {problem}")
         if "id" in message and "method" in message and not self._closed:
-            self._endpoint.consume({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": problem}})
+            self.error_answer(message["id"], problem)
 
     # ---- the end ----------------------------------------------------------------------------------
 
