@@ -93,12 +93,13 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
     screen = Screen(sys.stdout, use_colour(sys.stdout, env) and not args.json, cwd, quiet=args.json)
     agent = Agent(agent_command(config, options), env, sys.stdout if args.json else None)
     chat = Chat(agent, screen, asker, cwd)
-    chat.mcp_servers = chat_servers(config, env)
+    cfg, problem = read_config(config, env)  # (once: what the chat says of it, as the agent reads it)
+    chat.mcp_servers = list(cfg.chat.mcpServers) if cfg is not None else []
     if sys.stdin.isatty() and args.prompt is None and not args.demo:
         chat.typed = sys.stdin  # (piped prompts stay prompts, one after the other)
         chat.typing = Typing(sys.stdin)
     try:
-        return _run(chat, args, Prompter(env))
+        return _run(chat, args, Prompter(env), cfg, problem)
     except (Quit, KeyboardInterrupt):  # (a Ctrl-C between two steps of the chat is a quit too)
         _no_more_interrupts()
         screen.line("bye")
@@ -123,7 +124,7 @@ def main(argv: list[str], agent_options: list[str] | None = None) -> int:
                 shutil.rmtree(demo_dir, ignore_errors=True)
 
 
-def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
+def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter, cfg: Any, problem: str) -> int:
     chat.start(args.load, args.resume, args.latest)
     screen = chat.screen
     if args.demo or args.prompt is not None:
@@ -137,7 +138,6 @@ def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
                         "Run `bob-acp chat --demo` in a terminal to answer each, or add --yes to allow them all.",
                         "yellow")
         return EXIT_OK if stop == "end_turn" else EXIT_CANCELLED if stop == "cancelled" else EXIT_FAILED
-    problem = config_problem(args.config, chat.agent.env)
     if problem:
         screen.line(f"Bob's configuration cannot be used: {visible.line(problem)}. Prompts are answered with this "
                     "line until it is fixed; /new then opens a session with the fix.", "yellow")
@@ -147,7 +147,7 @@ def _run(chat: Chat, args: argparse.Namespace, prompter: Prompter) -> int:
         screen.line(f"No session yet (in {chat.cwd}): once the model is set up, /new (or a prompt) opens one with "
                     "the configuration as it is then. /help lists the commands; /quit or Ctrl-D leaves.", "dim")
     else:
-        screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(args, chat.agent.env)}. "
+        screen.line(f"Bob is ready (session {chat.session_id}, in {chat.cwd}){model_words(cfg)}. "
                     "/help lists the commands; /quit or Ctrl-D leaves.", "dim")
     try:
         return _loop(chat, prompter)
@@ -217,41 +217,23 @@ def _loop(chat: Chat, prompter: Prompter) -> int:
         chat.turn(text)
 
 
-def _config(path: str | None, env: dict[str, Any] | None = None) -> Any:
-    """Bob's config as the agent reads it (the same code), or None when it cannot be used (the
-    agent says why, at the first prompt)."""
+def read_config(path: str | None, env: dict[str, Any]) -> tuple[Any, str]:
+    """Bob's config as the agent reads it (the same code): (it, ""), or (None, the one line
+    saying why it cannot be used: the agent says so too, at the first prompt)."""
     from bob_acp import config as config_module
     from bob_acp.exceptions import ConfigError
 
     try:
-        return config_module.load(path, env=env)
-    except ConfigError:
-        return None
-
-
-def config_problem(path: str | None, env: dict[str, Any] | None = None) -> str | None:
-    """The one line saying why Bob's configuration cannot be used, or None."""
-    from bob_acp import config as config_module
-    from bob_acp.exceptions import ConfigError
-
-    try:
-        config_module.load(path, env=env)
+        return config_module.load(path, env=env), ""
     except ConfigError as exc:
-        return str(exc)
-    return None
+        return None, str(exc)
 
 
-def chat_servers(path: str | None, env: dict[str, Any]) -> list[dict[str, Any]]:
-    """The MCP servers Bob's config gives the chat's sessions (chat.mcpServers)."""
-    cfg = _config(path, env)
-    return list(cfg.chat.mcpServers) if cfg is not None else []
-
-
-def model_words(args: argparse.Namespace, env: dict[str, Any] | None = None) -> str:
-    """The model the agent will use, as its config and environment say."""
-    cfg = _config(args.config, env)
+def model_words(cfg: Any) -> str:
+    """The model the agent will use, as its config and environment say ("" when the config
+    cannot be used: the agent says what is wrong at the first prompt)."""
     if cfg is None:
-        return ""  # the agent says what is wrong at the first prompt
+        return ""
     model = cfg.model
     where = f" at {model.baseUrl}" if model.baseUrl else ""
     return f" · model {visible.line(model.provider)}/{visible.line(model.name)}{visible.line(where)}"
