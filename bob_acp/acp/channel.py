@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from bob_acp.acp import protocol as p
+from bob_acp.ids import new_id
 from bob_acp.jsontext import mapping
 
 TYPE_CHECKING = False
@@ -63,7 +64,7 @@ class ClientChannel:
 
     def tell(self, sid: str, line: str) -> None:
         """One message to the user in the session, outside any turn."""
-        self.update(sid, p.agent_chunk(line + "\n", p.new_id()))
+        self.update(sid, p.agent_chunk(line + "\n", new_id()))
 
     def notice(self, sid: str, title: str, description: str | None = None, severity: str = "warning",
                give_up: Callable[[], bool] | None = None) -> None:
@@ -74,7 +75,7 @@ class ClientChannel:
         else:
             marks = {"warning": "⚠️ ", "error": "❌ "}
             self.update(sid, p.agent_chunk(f"{marks.get(severity, '')}{title}{f' {description}' if description else ''}\n",
-                                           p.new_id()), give_up)
+                                           new_id()), give_up)
 
     def ask(self, method: str, params: dict[str, Any], cancel: Cancel, timeout: float | None = None) -> Sent:
         """One request to the client (a permission question, a file, a terminal), once settled:

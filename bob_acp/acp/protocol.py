@@ -16,16 +16,6 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSION = 1
 
-
-def new_id() -> str:
-    """A random (version 4) UUID, as text: a message's id. (The uuid module loads `platform`,
-    which Bob's first answer need not wait for.)"""
-    raw = bytearray(os.urandom(16))
-    raw[6] = (raw[6] & 0x0F) | 0x40
-    raw[8] = (raw[8] & 0x3F) | 0x80
-    h = raw.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-
 INITIALIZE = "initialize"
 AUTHENTICATE = "authenticate"
 SESSION_NEW = "session/new"

@@ -22,9 +22,9 @@ from bob_acp.acp.updates import result_content
 from bob_acp.config import Config
 from bob_acp.context import history
 from bob_acp.engine import Refs
-from bob_acp.engine.turn import new_message_id
 from bob_acp.files import workspace
 from bob_acp.files.workspace import Workspace
+from bob_acp.ids import new_id
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.tools import builtin as tools
@@ -279,12 +279,12 @@ def _info(item: ListedSession) -> dict[str, Any]:
 
 def replay_update(item: ReplayItem, ws: Workspace, recorded_status: bool = False) -> dict[str, Any]:
     if item.kind == "user":
-        return p.user_chunk(item.text, new_message_id())
+        return p.user_chunk(item.text, new_id())
     if item.kind == "image" and item.image is not None:
-        return {"sessionUpdate": "user_message_chunk", "messageId": new_message_id(),
+        return {"sessionUpdate": "user_message_chunk", "messageId": new_id(),
                 "content": {"type": "image", "mimeType": item.image["mimeType"], "data": item.image["data"]}}
     if item.kind == "agent":
-        return p.agent_chunk(item.text, new_message_id())
+        return p.agent_chunk(item.text, new_id())
     arguments = item.arguments or {}
     tool = tools.get(item.name)
     try:

@@ -24,6 +24,7 @@ from bob_acp.acp.updates import TurnSink, say_news
 from bob_acp.config import Config
 from bob_acp.context import history, skills
 from bob_acp.exceptions import Cancelled, ClientError
+from bob_acp.ids import new_id
 from bob_acp.jsonrpc.endpoint import Reply
 from bob_acp.jsonrpc.errors import RpcError
 from bob_acp.jsontext import mapping
@@ -211,11 +212,9 @@ class Handlers:
         """A turn of the steered text, as a prompt's, that no request waits for: its place taken
         and its Turn registered before the answer (a session/cancel behind it reaches it); the
         text shown to the client as the user's, since no prompt of its own carries it."""
-        import uuid
-
         request = {"sessionId": params["sessionId"], "prompt": blocks}
         prepared = self.prepare(request)
-        self.channel.update(request["sessionId"], p.user_chunk(typed, str(uuid.uuid4())))
+        self.channel.update(request["sessionId"], p.user_chunk(typed, new_id()))
         try:
             threads.start(lambda: self._unanswered(request, prepared), "bob-steered-turn")
         except threads.ThreadLimit as exc:
@@ -263,7 +262,7 @@ class Handlers:
             # ("always" was said of a conversation that is over: the new one asks again)
             line += f" The {len(conv.allow_always)} “always” answer(s) of this session are forgotten too."
             conv.allow_always.clear()
-        sink.text(line, engine.new_message_id())
+        sink.text(line, new_id())
         self.log.info("[acp] session {session}: new session, {forgotten} message(s) forgotten", session=session.id,
                       forgotten=forgotten)
         self.table.save(session)
@@ -286,7 +285,7 @@ class Handlers:
             line = f"{'↪️ /redo' if redo else '↩️ /undo'} failed: {exc}. Nothing of the conversation was taken out; " \
                    "it can be tried again."
         conv.forget_count()
-        sink.text(line + "\n", engine.new_message_id())
+        sink.text(line + "\n", new_id())
         self.log.info("[acp] session {session}: {command} — {outcome}", session=session.id,
                       command="/redo" if redo else "/undo", outcome=line.replace("\n", " "))
         self.table.save(session)
@@ -296,7 +295,7 @@ class Handlers:
         """/undo or /redo where checkpoints are on but git is missing: said, never sent to the model."""
         sink.text(f"{command} needs git, which is not installed here, so this session records no changes to take "
                   "back. Install git (for example `apt install git`, `brew install git` or `dnf install git`) and "
-                  "open a new session.\n", engine.new_message_id())
+                  "open a new session.\n", new_id())
         return engine.END_TURN
 
     def command_rules(self, session: Session, sink: TurnSink, command: str) -> str:
@@ -322,7 +321,7 @@ class Handlers:
                 line = "/rules lists this project's rules; /rules forget N removes rule N."
         except (RulesError, OSError) as exc:
             line = f"/rules: {exc}"
-        sink.text(line + "\n", engine.new_message_id())
+        sink.text(line + "\n", new_id())
         return engine.END_TURN
 
     def command_compact(self, session: Session, sink: TurnSink, turn: Turn) -> str:
@@ -330,7 +329,7 @@ class Handlers:
             line = session.engine.compact(session.conv, sink, turn.cancel)
         except Cancelled:
             return engine.CANCELLED
-        sink.text(line, engine.new_message_id())
+        sink.text(line, new_id())
         self.log.info("[acp] session {session}: /compact — {outcome}", session=session.id, outcome=line)
         self.table.save(session)
         return engine.END_TURN

@@ -8,6 +8,7 @@ from bob_acp.acp.channel import ClientChannel
 from bob_acp.acp.session import Session
 from bob_acp.cancel import Cancel
 from bob_acp.exceptions import Cancelled
+from bob_acp.ids import new_id
 from bob_acp.jsonrpc.endpoint import PeerError, answer_of
 from bob_acp.jsontext import clean, mapping
 
@@ -58,7 +59,7 @@ def say_news(channel: ClientChannel, session: Session, sink: TurnSink | None = N
             continue
         mark = {"warning": "⚠️ ", "error": "❌ "}.get(severity, "")
         line = f"{mark}{title}{f' {description}' if description else ''}\n"
-        sink.text(("\n" if fresh_line else "") + line, p.new_id())
+        sink.text(("\n" if fresh_line else "") + line, new_id())
 
 
 class TurnSink:
@@ -117,7 +118,7 @@ class TurnSink:
         elif automatic and status == "failed" and not self._compression_failure_told:
             self._compression_failure_told = True
             self.text(f"⚠️ The history is near the context window and automatic compression failed ({error}); "
-                      "the history is kept whole.\n", p.new_id())
+                      "the history is kept whole.\n", new_id())
 
     def usage(self, used: int, size: int, cost: float | None) -> None:
         self.send(p.usage_update(used, size, cost))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import uuid
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import orjson
@@ -38,6 +37,7 @@ from bob_acp.engine.sink import Sink, TurnFailed, TurnStats
 from bob_acp.engine.stops import CANCELLED, END_TURN, MAX_TOKENS, MAX_TURN_REQUESTS, REFUSAL
 from bob_acp.exceptions import BobError, Cancelled, ModelError
 from bob_acp.files.workspace import Workspace, too_broad
+from bob_acp.ids import new_id
 from bob_acp.providers.base import Provider
 from bob_acp.providers.models import ModelSet, Option
 from bob_acp.sandbox import policy
@@ -74,8 +74,8 @@ class _Stream:
     def __init__(self, sink: Sink):
         self.sink = sink
         self.parts: list[str] = []
-        self.message_id = str(uuid.uuid4())
-        self.thought_id = str(uuid.uuid4())
+        self.message_id = new_id()
+        self.thought_id = new_id()
 
     def text(self, chunk: str) -> None:
         if chunk:
@@ -96,10 +96,6 @@ _labels = random.Random(os.urandom(16))  # distinct, not secret (see sessions.ne
 def new_owner() -> str:
     """A session's label for the processes its commands start (bob_acp.processes.children reads it)."""
     return f"session-{_labels.getrandbits(48):012x}"
-
-
-def new_message_id() -> str:
-    return str(uuid.uuid4())
 
 
 class Engine:
@@ -181,7 +177,7 @@ class Engine:
             refusal = self.no_model_message if option.entry is self.models.default else (
                 f"The model {option.value} cannot be used: {option.entry.problem}. Pick another model, or "
                 "configure this one and start a new session.")
-            sink.text(refusal, new_message_id())
+            sink.text(refusal, new_id())
             return REFUSAL, stats
         question = history.user(text, typed, images)
         conv.messages.append(question)
@@ -193,7 +189,7 @@ class Engine:
         except Cancelled:
             stop = CANCELLED
         except _LoopStop as loop:
-            sink.text(f"\n\n[turn stopped: {loop}]", new_message_id())
+            sink.text(f"\n\n[turn stopped: {loop}]", new_id())
             stop = END_TURN
         except ModelError as exc:
             if not cancel.is_set():  # a cancel is never an error, whatever the provider raised
@@ -251,7 +247,7 @@ class Engine:
         the calls before it (a call is never cut), and is shown as the user's in the turn."""
         conv.messages += messages
         for message in messages:
-            sink.user_text(message.get("typed") or history.text_of(message), new_message_id())
+            sink.user_text(message.get("typed") or history.text_of(message), new_id())
         if messages and self.log is not None:
             self.log.info(f"[acp] {len(messages)} message(s) the user added to the running turn read")
         return bool(messages)
@@ -469,7 +465,7 @@ class Engine:
     def _compress(self, conv: Conversation, option: Option, keep: int, sink: Sink, cancel: Cancel,
                   automatic: bool) -> compress.Compression:
         """compress.compress, its course told to the sink (once there is something to summarise)."""
-        compaction_id = str(uuid.uuid4())
+        compaction_id = new_id()
         started = []
 
         def start() -> None:
