@@ -134,7 +134,7 @@ class Handlers:
             return self.command_undo(session, sink, turn, redo=command == "/redo")
         if command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints:
             return self.command_without_git(session, sink, command)
-        if (command == "/rules" or command.startswith("/rules ")) and session.engine.gate.store is not None:
+        if _rules_command(session, command):
             return self.command_rules(session, sink, command)
         text, typed, pictures = self._composed(session, blocks, text)
         try:
@@ -187,7 +187,7 @@ class Handlers:
         text = prompts.flatten(blocks, self.cfg.acp.embeddedContext, session.runtime.cfg.tools.maxReadBytes)
         command = text.strip()
         if command in ("/new", "/compact") or (command in ("/undo", "/redo") and session.runtime.cfg.tools.checkpoints) \
-                or (command.split(" ", 1)[0] == "/rules" and session.engine.gate.store is not None):
+                or _rules_command(session, command):
             raise RpcError.invalid_params(f"{command} is a command, not words for the model: send it with "
                                           "session/prompt once the turn has ended")
         composed, typed, pictures = self._composed(session, blocks, text)
@@ -359,3 +359,8 @@ class _Editor:
             self.client.write(path, text, self.cancel)
         except ClientError as exc:
             raise OSError(f"the editor did not write it: {exc}") from None
+
+
+def _rules_command(session: Session, command: str) -> bool:
+    """/rules, alone or with its words, in a session that keeps the project's rules."""
+    return command.split(" ", 1)[0] == "/rules" and session.engine.gate.store is not None
