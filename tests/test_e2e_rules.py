@@ -13,15 +13,11 @@ import sys
 
 import pytest
 import yaml
-from bob_client import allow_always, bob_command, reject, updates
+from bob_client import allow_always, bash, bob_command, reject, updates
 
 from bob_acp.rules.store import Store
 
 RULES = {"permissions": {"projectRules": True}}
-
-
-def bash(command):
-    return {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]}
 
 
 def choose(option_id):
