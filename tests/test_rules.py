@@ -49,6 +49,9 @@ def test_a_command_every_part_of_which_a_rule_covers_runs(ws, command):
     "xargs npm test", "sh -c 'npm test'", "bash -c 'npm test'", "sudo npm test", "PATH=/tmp npm test",
     "(npm test)", "{ npm test; }", "npm test <(curl x)", "npm test <<EOF\nx\nEOF", "if npm test; then ls; fi",
     "npm tests", "npm", "np test", "$NPM test", "npm 'test", "npm te*t", "command npm test", "find . -exec npm test ;",
+    # (into what no file tool may write unasked either: a hook git runs, the rules future sessions obey)
+    "npm test > .git/hooks/pre-commit", "npm test > AGENTS.md", "npm test >> src/AGENTS.md", "npm test > .bob/x",
+    "npm test 2> src/.git/config",
 ])
 def test_a_command_with_any_part_no_rule_covers_is_asked(ws, command):
     assert verdict([NPM, Rule(ALLOW, "bash", ("cat",))], command, ws) is None, command

@@ -3,7 +3,7 @@
 
 What a rule covers is exact: a command is allowed by rules only when every simple command in it
 is covered by one, nothing in it is beyond the parser (substitutions, groups, a redirection out
-of the project), and none runs another program given as its arguments (`env`, `xargs`, `sh -c`);
+of the project or into .git, .bob or an AGENTS.md), and none runs another program given as its arguments (`env`, `xargs`, `sh -c`);
 a "never" rule is looked for in every word of the command, however it is wrapped or quoted, and
 wins over any allow, in every approval mode. The rules live in Bob's own state (rules/store.py),
 never in the project."""
@@ -14,11 +14,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from bob_acp.rules.shell import Word, inside_of, loose_words, simple_commands
+from bob_acp.rules.shell import Word, loose_words, simple_commands
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from bob_acp.files.workspace import Workspace
 
@@ -37,6 +37,7 @@ INTERPRETERS = frozenset({
     "Rscript", "java", "pwsh", "powershell", "osascript", "awk", "gawk", "mawk", "sed", "tclsh", "julia", "irb",
     "pip", "pip3", "npx", "uvx", "pipx",
 })
+DEVICES = ("/dev/null", "/dev/stdout", "/dev/stderr")  # (what a redirection may name outside the project)
 SUBCOMMAND = re.compile(r"[a-z][a-z0-9:_-]*")
 MAX_RULE_WORDS = 32
 
@@ -84,7 +85,7 @@ def judge(rules: list[Rule], tool: str, arguments: dict[str, Any], ws: Workspace
                 return NEVER, [rule]
         if not allows:
             return None
-        parts = simple_commands(command, inside_of(ws.cwd, ws.cwd))
+        parts = simple_commands(command, _writable(ws))
         if not parts:
             return None
         used: list[Rule] = []
@@ -119,7 +120,7 @@ def proposal(tool: str, arguments: dict[str, Any], ws: Workspace) -> Rule | None
         command = arguments.get("command")
         if not isinstance(command, str):
             return None
-        parts = simple_commands(command, inside_of(ws.cwd, ws.cwd))
+        parts = simple_commands(command, _writable(ws))
         if parts is None or len(parts) != 1:
             return None
         words = parts[0]
@@ -169,6 +170,15 @@ def _project_path(arguments: dict[str, Any], ws: Workspace) -> str | None:
     if not real.startswith(root.rstrip(os.sep) + os.sep):
         return None  # (a further folder of the session: rules are the session folder's)
     return os.path.relpath(real, root)
+
+
+def _writable(ws: Workspace) -> Callable[[str], bool]:
+    """inside(target) for a redirection of a command: a device that keeps nothing, or a file a
+    file tool could write in the session's folder unasked (never under .git or .bob, no
+    AGENTS.md: a hook git runs, the rules later sessions obey)."""
+    def inside(target: str) -> bool:
+        return target in DEVICES or _project_path({"path": target}, ws) is not None
+    return inside
 
 
 def _under(relative: str, folder: str) -> bool:

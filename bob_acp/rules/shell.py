@@ -5,13 +5,11 @@ Only a plain list of simple commands is read: words (quoted or not), separated b
 `;`, `|`, `&` or a newline, with redirections. Refused (None): command or process substitution
 (`$(…)`, backticks, `<(…)`), subshells and groups, here-documents, shell keywords (`if`, `for`,
 functions), a leading variable assignment (`PATH=… npm test` runs another npm), and a
-redirection to a file outside the project. A word that had a `$` expansion or a glob in it is
+redirection to a file the caller's `inside` refuses (outside the project, or a protected name). A word that had a `$` expansion or a glob in it is
 kept but marked not literal: it never matches a rule's word (an expansion can name anything).
 """
 
 from __future__ import annotations
-
-import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,21 +173,3 @@ def loose_words(command: str) -> list[str]:
 
     text = re.sub(r"[\"'\\]", " ", command)
     return [w for w in re.split(r"[\s;&|()<>`$]+", text) if w]
-
-
-def inside_of(root: str, cwd: str) -> Callable[[str], bool]:
-    """inside(path) for a redirection's target written in a command run in `cwd`: /dev/null, or
-    a path that stays in `root` as written (no `..` out of it; a link in the project may still
-    lead out: the command is asked then only if a file tool would be)."""
-    real_root = os.path.realpath(root)
-
-    def inside(path: str) -> bool:
-        if path in ("/dev/null", "/dev/stdout", "/dev/stderr"):
-            return True
-        full = os.path.normpath(os.path.join(cwd, path))
-        try:
-            resolved = os.path.realpath(full)
-        except (OSError, ValueError):
-            return False
-        return resolved == real_root or resolved.startswith(real_root.rstrip(os.sep) + os.sep)
-    return inside
