@@ -3,9 +3,9 @@
 
 What a rule covers is exact: a command is allowed by rules only when every simple command in it
 is covered by one, nothing in it is beyond the parser (substitutions, groups, a redirection out
-of the project or into .git, .bob or an AGENTS.md), and none runs another program given as its arguments (`env`, `xargs`, `sh -c`);
-a "never" rule is looked for in every word of the command, however it is wrapped or quoted, and
-wins over any allow, in every approval mode. The rules live in Bob's own state (rules/store.py),
+of the project or into .git, .bob or an AGENTS.md), and none runs another program given as its
+arguments (`env`, `xargs`, `sh -c`); a "never" rule is looked for in every word of the command,
+however it is wrapped or quoted, and wins over any allow, in every approval mode. The rules live in Bob's own state (rules/store.py),
 never in the project."""
 
 from __future__ import annotations
