@@ -5,10 +5,10 @@ file a repository ships grants nothing.
 
 A file edited by hand is read as the configuration is (a regular file of at most 256 KiB, its
 depth and size bounded), at every use: no cache that an edit could slip past (a "never" rule
-added by hand holds at the next call; a read of 20 rules costs about 2.5 ms). A rule that cannot be read is said, and
-while the file holds one, no "always" rule of it applies ("never" rules still do). A project
-moved away, whose path now holds another folder, keeps its "never" rules and none of its
-"always" ones, and says so. Two Bob processes adding rules at once lose neither: each change is
+added by hand holds at the next call; a read of 20 rules costs about 2.5 ms). A rule that cannot
+be read is said, and while the file holds one, no "always" rule of it applies ("never" rules
+still do). A project moved away, whose path now holds another folder, keeps its "never" rules
+and none of its "always" ones, and says so. Two Bob processes adding rules at once lose neither: each change is
 made under a lock on the folder, from the file as it is then, and written atomically.
 """
 
